@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+
+from accounts.roles import Role, role_allows
+
+
+class User(AbstractUser):
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+
+    def has_role(self, needed: str) -> bool:
+        if not self.is_active:
+            return False
+        if self.is_superuser:
+            return True
+        return role_allows(self.role, needed)
+
+    @property
+    def is_operator(self) -> bool:
+        return self.has_role(Role.OPERATOR)
+
+    @property
+    def is_admin_role(self) -> bool:
+        return self.has_role(Role.ADMIN)

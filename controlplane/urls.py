@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from controlplane import views
+
+api_v1 = [
+    path("", include("accounts.api.urls")),
+    path("", include("audit.api.urls")),
+    path("", include("clusters.api.urls")),
+    path("", include("topologies.api.urls")),
+    path("", include("telemetry.api.urls")),
+    path("", include("keys.api.urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+]
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+    path("accounts/", include("accounts.urls")),
+    path("activity/", include("audit.urls")),
+    path("clusters/", include("clusters.urls")),
+    path("topologies/", include("topologies.urls")),
+    path("telemetry/", include("telemetry.urls")),
+    path("keys/", include("keys.urls")),
+    path("v1/", include("gateway.urls")),
+    path("api/v1/", include((api_v1, "api"), namespace="api")),
+    path("admin/", admin.site.urls),
+]

@@ -1,0 +1,37 @@
+"""Project-level pages: the overview and the health endpoints."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.db import connection
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+
+from controlplane import readiness
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    return render(request, "overview.html", {"title": "Overview"})
+
+
+@never_cache
+@require_GET
+def healthz(request: HttpRequest) -> JsonResponse:
+    """The process is alive and serving; says nothing about its dependencies."""
+    return JsonResponse({"status": "ok"})
+
+
+@never_cache
+@require_GET
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Ready when the database and Redis answer; 503 naming what failed otherwise."""
+    checks = readiness.check_all()
+    failing = {name: result for name, result in checks.items() if result != "ok"}
+    body = {"status": "ok" if not failing else "unavailable", "checks": checks}
+    if failing:
+        body["message"] = "; ".join(f"{name} unreachable: {err}" for name, err in failing.items())
+    connection.close_if_unusable_or_obsolete()
+    return JsonResponse(body, status=200 if not failing else 503)

@@ -1,0 +1,70 @@
+"""Project-wide fixtures: users in each role, and a loud failure when a service is down."""
+
+from __future__ import annotations
+
+import socket
+from urllib.parse import urlparse
+
+import pytest
+from django.conf import settings
+
+START_HINTS = {
+    "PostgreSQL": "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
+    "Redis": "redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save '' --appendonly no",
+}
+
+
+def _reachable(url: str, default_port: int) -> bool:
+    parsed = urlparse(url)
+    try:
+        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or default_port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    db = settings.DATABASES["default"]
+    missing = []
+    if db["ENGINE"].endswith("postgresql") and not _reachable(
+        f"postgres://{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}", 5432
+    ):
+        missing.append("PostgreSQL")
+    if not _reachable(settings.REDIS_URL, 6379):
+        missing.append("Redis")
+    if missing:
+        hints = "; ".join(f"{name}: {START_HINTS[name]}" for name in missing)
+        raise pytest.UsageError(f"the test suite needs {', '.join(missing)} running; start with: {hints}")
+
+
+@pytest.fixture
+def make_user(db):  # type: ignore[no-untyped-def]
+    from accounts.models import User
+
+    def make(role: str = "viewer", username: str | None = None, password: str = "correct-horse-battery"):
+        name = username or f"{role}-user"
+        return User.objects.create_user(username=name, password=password, role=role)
+
+    return make
+
+
+@pytest.fixture
+def viewer(make_user):  # type: ignore[no-untyped-def]
+    return make_user("viewer")
+
+
+@pytest.fixture
+def operator(make_user):  # type: ignore[no-untyped-def]
+    return make_user("operator")
+
+
+@pytest.fixture
+def admin_user(make_user):  # type: ignore[no-untyped-def]
+    return make_user("admin")
+
+
+@pytest.fixture
+def api_client():  # type: ignore[no-untyped-def]
+    from rest_framework.test import APIClient
+
+    return APIClient()
