@@ -46,7 +46,9 @@ class RolePermission(BasePermission):
         needed = self.needed_role(request, view)
         allowed = user_has_role(request.user, needed)
         if not allowed and request.user and request.user.is_authenticated:
-            self.message = f"This action needs the {needed} role; you are a {getattr(request.user, 'role', 'viewer')}."
+            self.message = (
+                f"This action needs the {needed} role; you are a {getattr(request.user, 'role', 'viewer')}."
+            )
         return allowed
 
 

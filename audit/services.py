@@ -18,7 +18,9 @@ def audit_record(
     actor_label: str | None = None,
 ) -> AuditEvent:
     """Append one audit event. `actor` is a user, or None for the system."""
-    label = actor_label or (actor.get_username() if actor is not None and actor.is_authenticated else "system")
+    label = actor_label or (
+        actor.get_username() if actor is not None and actor.is_authenticated else "system"
+    )
     return AuditEvent.objects.create(
         actor=actor if actor is not None and actor.is_authenticated else None,
         actor_label=label,

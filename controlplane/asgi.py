@@ -7,7 +7,7 @@ import sys
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
-from controlplane.env import ConfigError  # noqa: E402
+from controlplane.env import ConfigError
 
 try:
     from django.core.asgi import get_asgi_application
@@ -17,11 +17,11 @@ except ConfigError as error:
     sys.stderr.write(f"tandem: configuration error: {error}\n")
     raise SystemExit(2) from None
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.auth import AuthMiddlewareStack
+from channels.routing import ProtocolTypeRouter, URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator
 
-from controlplane.routing import websocket_urlpatterns  # noqa: E402
+from controlplane.routing import websocket_urlpatterns
 
 application = ProtocolTypeRouter(
     {

@@ -49,7 +49,9 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return value
 
 
-def env_list(name: str, default: list[str] | None = None, *, hint: str = "a comma-separated list") -> list[str]:
+def env_list(
+    name: str, default: list[str] | None = None, *, hint: str = "a comma-separated list"
+) -> list[str]:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         if default is None:

@@ -11,7 +11,10 @@ _SECRET_PATTERNS = [
     (re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]+"), r"\1[redacted]"),
     (re.compile(r"\btdm_[A-Za-z0-9_]+"), "tdm_[redacted]"),
     (re.compile(r"-----BEGIN [A-Z ]+-----.*?-----END [A-Z ]+-----", re.S), "[redacted pem]"),
-    (re.compile(r"(?i)((?:token|password|secret|api[_-]?key)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"), r"\1[redacted]"),
+    (
+        re.compile(r"(?i)((?:token|password|secret|api[_-]?key)[\"']?\s*[:=]\s*[\"']?)[^\s\"',}]+"),
+        r"\1[redacted]",
+    ),
 ]
 
 

@@ -21,16 +21,23 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY", hint="a long random string (50+ characters)")
+_KEYGEN = "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
 if len(SECRET_KEY) < 32:
-    raise ConfigError("SECRET_KEY is too short; use 50+ random characters (python -c 'import secrets; print(secrets.token_urlsafe(50))')")
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"], hint="host names such as tandem.example.com")
+    raise ConfigError(f"SECRET_KEY is too short; use 50+ random characters ({_KEYGEN})")
+ALLOWED_HOSTS = env_list(
+    "ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"], hint="host names such as tandem.example.com"
+)
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [], hint="origins such as https://tandem.example.com")
 for _origin in CSRF_TRUSTED_ORIGINS:
     if not _origin.startswith(("http://", "https://")):
         raise ConfigError(f"CSRF_TRUSTED_ORIGINS entry {_origin!r} needs a scheme, e.g. https://{_origin}")
 
-DATABASE_URL = env_url("DATABASE_URL", ("postgres", "postgresql", "sqlite"), "postgres://user:pass@host:5432/tandem")
-DATABASES = {"default": database_from_url(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0))}
+DATABASE_URL = env_url(
+    "DATABASE_URL", ("postgres", "postgresql", "sqlite"), "postgres://user:pass@host:5432/tandem"
+)
+DATABASES = {
+    "default": database_from_url(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0))
+}
 DATABASES["default"]["TEST"] = {"NAME": env_str("TEST_DATABASE_NAME", "test_tandem")}
 REDIS_URL = env_url("REDIS_URL", ("redis", "rediss", "unix"), "redis://127.0.0.1:6379/0")
 
@@ -79,6 +86,7 @@ INSTALLED_APPS = [
     "clusters",
     "kube",
     "topologies",
+    "deployments",
     "telemetry",
     "keys",
     "gateway",

@@ -1,16 +1,17 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from controlplane import views
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("", include("accounts.api.urls")),
     path("", include("audit.api.urls")),
     path("", include("clusters.api.urls")),
     path("", include("topologies.api.urls")),
+    path("", include("deployments.api.urls")),
     path("", include("telemetry.api.urls")),
     path("", include("keys.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

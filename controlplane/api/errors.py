@@ -14,11 +14,17 @@ from rest_framework.views import exception_handler as drf_exception_handler
 class DomainError(exceptions.APIException):
     """Raised by services for a refused operation; views need not catch it."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = status.HTTP_400_BAD_REQUEST
     default_code = "invalid"
 
-    def __init__(self, message: str, *, code: str | None = None, fields: dict[str, list[str]] | None = None,
-                 status_code: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str | None = None,
+        fields: dict[str, list[str]] | None = None,
+        status_code: int | None = None,
+    ) -> None:
         super().__init__(detail=message, code=code or self.default_code)
         self.message = message
         self.code = code or self.default_code
@@ -28,7 +34,7 @@ class DomainError(exceptions.APIException):
 
 
 class Conflict(DomainError):
-    status_code = status.HTTP_409_CONFLICT
+    status_code: int = status.HTTP_409_CONFLICT
     default_code = "conflict"
 
 
@@ -59,9 +65,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied()
     if isinstance(exc, DomainError):
-        response = Response(error_body(exc.code, exc.message, exc.fields), status=exc.status_code)
-        return response
-    response = drf_exception_handler(exc, context)
+        return Response(error_body(exc.code, exc.message, exc.fields), status=exc.status_code)
+    response: Response | None = drf_exception_handler(exc, context)
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):

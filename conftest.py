@@ -17,7 +17,9 @@ START_HINTS = {
 def _reachable(url: str, default_port: int) -> bool:
     parsed = urlparse(url)
     try:
-        with socket.create_connection((parsed.hostname or "127.0.0.1", parsed.port or default_port), timeout=2):
+        with socket.create_connection(
+            (parsed.hostname or "127.0.0.1", parsed.port or default_port), timeout=2
+        ):
             return True
     except OSError:
         return False

@@ -1,0 +1,33 @@
+"""Websocket group names and the one helper that sends events, only after the transaction commits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+
+
+def topology_group(topology_id: int) -> str:
+    return f"topology.{topology_id}"
+
+
+def overview_group() -> str:
+    return "overview"
+
+
+def send_now(group: str, message: dict[str, Any]) -> None:
+    """Send to a group immediately; callers outside a transaction (e.g. after a commit) use this."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    async_to_sync(layer.group_send)(group, {"type": "broadcast.event", "payload": message})
+
+
+def broadcast_on_commit(group: str, message: dict[str, Any]) -> None:
+    """Queue an event for `group`; it is sent only if and when the surrounding transaction commits.
+
+    Consumers receive ``{"type": "broadcast.event", "payload": message}`` and forward ``payload``.
+    """
+    transaction.on_commit(lambda: send_now(group, message))
