@@ -1,0 +1,248 @@
+"""Why a deployment did not become Ready, in plain words with the fix.
+
+A pure function over what the cluster reports (pods, events, log tails, what the nodes offer), so each
+failure mode is tested with realistic data and no cluster.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, TypedDict
+
+
+class PodLike(Protocol):
+    name: str
+    phase: str
+    ready: bool
+    reason: str | None
+    restarts: int
+    labels: dict[str, str]
+
+
+class EventLike(Protocol):
+    type: str
+    reason: str
+    message: str
+    involved_name: str
+
+
+class Diagnosis(TypedDict):
+    code: str
+    message: str
+    fix: str
+    pods: list[str]
+
+
+@dataclass
+class _Found:
+    code: str
+    message: str
+    fix: str
+    pods: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> Diagnosis:
+        return {"code": self.code, "message": self.message, "fix": self.fix, "pods": sorted(set(self.pods))}
+
+
+PULL_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName"}
+CRASH_REASONS = {"CrashLoopBackOff", "Error", "RunContainerError"}
+_IMAGE_RE = re.compile(r'image "([^"]+)"')
+_MOUNT_RE = re.compile(r'(configmap|secret)s? "([^"]+)" not found', re.IGNORECASE)
+_INSUFFICIENT_RE = re.compile(r"Insufficient ([A-Za-z0-9.\-/_]+)")
+_ERROR_LINE_RE = re.compile(r"error|exception|traceback|invalid|unrecognized|failed|fatal|refused", re.I)
+_MOONCAKE_RE = re.compile(r"mooncake", re.I)
+_MASTER_RE = re.compile(r"master", re.I)
+_MASTER_ADDR_RE = re.compile(r"([A-Za-z0-9.\-]+:\d{2,5})")
+_STANDARD_RESOURCES = {"cpu", "memory", "pods", "ephemeral-storage"}
+
+
+def last_error_line(log: str) -> str:
+    """The last line of a log that reads like an error, else the last non-empty line."""
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if _ERROR_LINE_RE.search(line):
+            return line[:400]
+    return lines[-1][:400] if lines else ""
+
+
+def _role(pod: PodLike) -> str:
+    labels = pod.labels or {}
+    return labels.get("tandem.io/role") or labels.get("modelserving.volcano.sh/role") or "pod"
+
+
+def _events_for(events: Iterable[EventLike], pods: set[str]) -> list[EventLike]:
+    return [event for event in events if event.involved_name in pods]
+
+
+def _scheduling(
+    message: str, pod_names: list[str], node_resources: Mapping[str, int], requested: Mapping[str, int]
+) -> _Found:
+    missing = sorted({name.rstrip(".,;") for name in _INSUFFICIENT_RE.findall(message)})
+    offered = {name: free for name, free in node_resources.items() if name not in _STANDARD_RESOURCES}
+    unknown = [name for name in missing if name not in _STANDARD_RESOURCES and name not in offered]
+    if unknown:
+        offered_text = (
+            ", ".join(f"`{name}` ({free} free)" for name, free in sorted(offered.items()))
+            or "no accelerator resources"
+        )
+        return _Found(
+            "resource_name_wrong",
+            f"Pods cannot be scheduled: no node offers `{unknown[0]}`. The nodes offer {offered_text}.",
+            f"Set the role's accelerator resource name to one the nodes offer"
+            f"{' (e.g. `' + next(iter(sorted(offered))) + '`)' if offered else ''} and deploy again.",
+            pod_names,
+        )
+    if missing:
+        name = missing[0]
+        want = requested.get(name)
+        free = node_resources.get(name)
+        detail = ""
+        if want is not None and free is not None:
+            detail = f" The topology asks for {want} `{name}` in total; {free} are free."
+        return _Found(
+            "insufficient_capacity",
+            f"Pods cannot be scheduled: not enough free `{name}` on any node.{detail}",
+            "Lower the replicas or the accelerators per pod of a role, free capacity by removing other "
+            "workloads, or add nodes.",
+            pod_names,
+        )
+    return _Found(
+        "unschedulable",
+        f"Pods cannot be scheduled: {message.strip()}",
+        "Check the role's node selector and the nodes' taints and capacity.",
+        pod_names,
+    )
+
+
+def diagnose(
+    *,
+    pods: Sequence[PodLike],
+    events: Sequence[EventLike],
+    logs: Mapping[str, str] | None = None,
+    node_resources: Mapping[str, int] | None = None,
+    requested: Mapping[str, int] | None = None,
+    timed_out: bool = False,
+) -> list[Diagnosis]:
+    """Explain why `pods` are not Ready.
+
+    `logs` maps pod name → log tail; `node_resources` maps resource name → free amount across nodes
+    (to tell a wrong resource name from insufficient capacity); `requested` maps resource name → the
+    total the topology asks for.
+    """
+    logs = logs or {}
+    node_resources = node_resources or {}
+    requested = requested or {}
+    found: dict[tuple[str, str], _Found] = {}
+
+    def add(item: _Found) -> None:
+        key = (item.code, item.message)
+        if key in found:
+            found[key].pods.extend(item.pods)
+        else:
+            found[key] = item
+
+    not_ready = [pod for pod in pods if not pod.ready]
+    names = {pod.name for pod in not_ready}
+    pod_events = _events_for(events, names)
+    explained: set[str] = set()
+
+    for event in pod_events:
+        if event.reason == "FailedScheduling":
+            add(_scheduling(event.message, [event.involved_name], node_resources, requested))
+            explained.add(event.involved_name)
+        elif event.reason == "FailedMount":
+            match = _MOUNT_RE.search(event.message)
+            if match:
+                kind = "ConfigMap" if match.group(1).lower() == "configmap" else "Secret"
+                add(
+                    _Found(
+                        "mount_missing",
+                        f"Pods are stuck creating: the {kind} `{match.group(2)}` they mount does not exist.",
+                        f"Create the {kind} `{match.group(2)}` in the topology's namespace, or remove the "
+                        "volume that references it, then deploy again.",
+                        [event.involved_name],
+                    )
+                )
+            else:
+                add(
+                    _Found(
+                        "mount_failed",
+                        f"A volume cannot be mounted: {event.message.strip()}",
+                        "Check the volumes the pod template references.",
+                        [event.involved_name],
+                    )
+                )
+            explained.add(event.involved_name)
+
+    for pod in not_ready:
+        if pod.name in explained:
+            continue
+        reason = pod.reason or ""
+        if reason in PULL_REASONS:
+            image = ""
+            for event in pod_events:
+                if event.involved_name == pod.name:
+                    match = _IMAGE_RE.search(event.message)
+                    if match:
+                        image = match.group(1)
+                        break
+            repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
+            what = f"`{image}`" if image else "the container image"
+            tag_text = f" (tag `{tag}` of `{repo}`)" if tag else ""
+            add(
+                _Found(
+                    "image_pull",
+                    f"The {_role(pod)} image {what}{tag_text} cannot be pulled.",
+                    "Check that the tag exists in the registry and that the cluster has pull credentials "
+                    "for it (imagePullSecrets), then set a valid image and deploy again.",
+                    [pod.name],
+                )
+            )
+        elif reason in CRASH_REASONS or pod.restarts > 0:
+            line = last_error_line(logs.get(pod.name, ""))
+            if _MOONCAKE_RE.search(line) and _MASTER_RE.search(line):
+                addr = _MASTER_ADDR_RE.search(line)
+                where = f" at `{addr.group(1)}`" if addr else ""
+                add(
+                    _Found(
+                        "connector_backend_missing",
+                        f"The KV connector cannot reach its Mooncake master{where}, so the {_role(pod)} "
+                        "engines crash on start.",
+                        "Deploy the Mooncake master (and its Service) in the cluster, or correct the "
+                        "Mooncake master address in the topology's connector settings.",
+                        [pod.name],
+                    )
+                )
+            else:
+                said = f' Last error: "{line}"' if line else ""
+                add(
+                    _Found(
+                        "crash_loop",
+                        f"The {_role(pod)} engine keeps crashing (CrashLoopBackOff, {pod.restarts} restarts)."
+                        f"{said}",
+                        "Fix the engine arguments or environment named in the error (the role's extra "
+                        "args / env in the topology), then deploy again.",
+                        [pod.name],
+                    )
+                )
+        elif timed_out:
+            add(
+                _Found(
+                    "not_ready",
+                    f"The {_role(pod)} pods did not become Ready in time (phase {pod.phase or 'unknown'}).",
+                    "Check the engine logs; if the model loads slowly, raise the topology's ready timeout.",
+                    [pod.name],
+                )
+            )
+    if timed_out and not pods:
+        add(
+            _Found(
+                "no_pods",
+                "No pods appeared for the topology before the timeout.",
+                "Check that the workload controller (Kthena for the kthena backend) runs in the cluster.",
+                [],
+            )
+        )
+    return [item.as_dict() for item in found.values()]
