@@ -1,0 +1,195 @@
+"""The telemetry data contract: what one collection of a topology produces.
+
+A ``TopologySnapshot`` is built once per collection interval (``telemetry.tasks.collect_topology``),
+kept as the latest value in Redis (``telemetry.cache``), pushed to the topology's websocket group as
+``{"kind": "telemetry", "snapshot": TopologySnapshot}`` and served by
+``GET /api/v1/topologies/{id}/metrics/latest/``. Everything in it is JSON-safe.
+
+Units and conventions (the same everywhere, also in the stored series of ``telemetry.series``):
+
+- ``ts`` is a unix timestamp in seconds (float); ``interval_s`` the seconds the rates cover.
+- Latency quantiles ``ttft_*`` and ``itl_*`` are in SECONDS, estimated from the histogram bucket
+  increments of this interval (linear interpolation inside a bucket). ``None`` when no request
+  finished in the interval — "no data", never zero.
+- Link transfer quantiles are in MILLISECONDS (``xfer_p50_ms``, ``xfer_p95_ms``).
+- ``hit_rate`` / ``external_hit_rate``: Δhits / Δqueries in tokens over the interval, 0..1; ``None``
+  when there were no queries. MindIE and SGLang expose a hit-rate gauge instead; it is used as is.
+- ``prompt_tps`` / ``gen_tps``: prompt and generated tokens per second.
+- ``running`` / ``waiting``: requests in the running batch / queued (gauges, summed over pods).
+- ``kv_usage``: KV-cache usage 0..1 (mean over pods for a role or the topology).
+- ``requests_ps``: finished requests per second; ``success_rate`` = successful / finished (0..1),
+  ``error_rate`` = failed or aborted / finished (0..1); both ``None`` when nothing finished.
+- ``slo.ttft_ms`` / ``slo.tbt_ms`` are the TARGETS (ms, ``None`` when the topology sets none);
+  ``slo.ttft_p95_ms`` / ``slo.tbt_p95_ms`` the observed p95s they are compared with.
+- ``health.state``: ``healthy`` | ``degraded`` (something needs attention: a pod not Ready, a scrape
+  failing, a link slow or down, the SLO violated) | ``down`` (no pod serves, or every KV link is down)
+  | ``stale`` (no fresh data: the last snapshot is older than three intervals; set by readers)
+  | ``unknown`` (no pods found yet). ``reasons`` are whole sentences for an operator.
+- ``events`` lists recent events (last 15 minutes, newest last, at most 20) so a freshly loaded page
+  can draw markers; the history API returns the events of any window.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+HealthState = Literal["healthy", "degraded", "down", "stale", "unknown"]
+SloState = Literal["ok", "violated", "unknown"]
+LinkState = Literal["up", "degraded", "down"]
+EventKind = Literal["deploy", "role_change", "alert_raised", "alert_resolved"]
+Role = Literal["prefill", "decode", "both"]
+
+HEALTH_STATES: tuple[str, ...] = ("healthy", "degraded", "down", "stale", "unknown")
+SLO_STATES: tuple[str, ...] = ("ok", "violated", "unknown")
+LINK_STATES: tuple[str, ...] = ("up", "degraded", "down")
+EVENT_KINDS: tuple[str, ...] = ("deploy", "role_change", "alert_raised", "alert_resolved")
+
+
+class Health(TypedDict):
+    state: HealthState
+    reasons: list[str]
+
+
+class Slo(TypedDict):
+    ttft_ms: float | None  # target
+    tbt_ms: float | None  # target
+    ttft_p95_ms: float | None  # observed
+    tbt_p95_ms: float | None  # observed
+    state: SloState
+
+
+class Metrics(TypedDict):
+    """Derived values shared by pods, roles and the topology (see the module docstring for units)."""
+
+    hit_rate: float | None
+    external_hit_rate: float | None
+    ttft_p50: float | None
+    ttft_p95: float | None
+    ttft_p99: float | None
+    itl_p50: float | None
+    itl_p95: float | None
+    itl_p99: float | None
+    prompt_tps: float | None
+    gen_tps: float | None
+    running: float | None
+    waiting: float | None
+    kv_usage: float | None
+    requests_ps: float | None
+    success_rate: float | None
+    error_rate: float | None
+
+
+class PodSample(Metrics):
+    name: str
+    role: str  # prefill | decode | both | router
+    ip: str
+    ready: bool
+    phase: str  # Kubernetes pod phase: Pending | Running | ...
+    engine: str  # vllm | sglang | mindie | unknown
+    stale: bool  # this pod could not be scraped in this interval (values are from no sample)
+    error: str | None  # why the scrape failed, in words
+    restarted: bool  # a counter went down: the engine restarted, deltas restart from its new values
+
+
+class RoleSample(Metrics):
+    pods: int
+    ready: int
+
+
+class Totals(Metrics):
+    pods: int
+    ready: int
+    links_up: int
+    links_degraded: int
+    links_down: int
+
+
+class LinkSample(TypedDict):
+    prefill: str  # prefill pod name
+    decode: str  # decode pod name
+    state: LinkState
+    status_code: str | None  # LLM-DataDist style status, e.g. LLM_SUCCESS, LLM_WAIT_PROCESS_TIMEOUT
+    xfer_p50_ms: float | None
+    xfer_p95_ms: float | None
+    bytes_per_s: float | None
+    transfers: int  # transfers in this interval
+    failed: int  # failed transfers in this interval
+    reason: str | None  # why it is degraded or down, in words
+
+
+class Event(TypedDict):
+    ts: float
+    kind: EventKind
+    text: str
+
+
+class TopologySnapshot(TypedDict):
+    topology_id: int
+    ts: float
+    interval_s: float
+    health: Health
+    slo: Slo
+    totals: Totals
+    roles: dict[str, RoleSample]  # "prefill", "decode" (and "both" for aggregated pods)
+    pods: list[PodSample]
+    links: list[LinkSample]
+    events: list[Event]
+
+
+class TelemetryMessage(TypedDict):
+    """Sent to ``controlplane.broadcast.topology_group(id)`` after every collection."""
+
+    kind: Literal["telemetry"]
+    snapshot: TopologySnapshot
+
+
+class OverviewMessage(TypedDict):
+    """Sent to ``controlplane.broadcast.overview_group()`` after every collection."""
+
+    kind: Literal["overview"]
+    topology_id: int
+    health: Health
+    slo: Slo
+    hit_rate: float | None
+    ttft_p95: float | None  # seconds
+
+
+METRIC_FIELDS: tuple[str, ...] = tuple(Metrics.__annotations__)
+
+
+def empty_metrics() -> Metrics:
+    return Metrics(
+        hit_rate=None,
+        external_hit_rate=None,
+        ttft_p50=None,
+        ttft_p95=None,
+        ttft_p99=None,
+        itl_p50=None,
+        itl_p95=None,
+        itl_p99=None,
+        prompt_tps=None,
+        gen_tps=None,
+        running=None,
+        waiting=None,
+        kv_usage=None,
+        requests_ps=None,
+        success_rate=None,
+        error_rate=None,
+    )
+
+
+def empty_snapshot(topology_id: int, ts: float, interval_s: float, reason: str) -> TopologySnapshot:
+    """A snapshot with no data (no pods yet, or the cluster could not be asked)."""
+    totals = Totals(**empty_metrics(), pods=0, ready=0, links_up=0, links_degraded=0, links_down=0)
+    return TopologySnapshot(
+        topology_id=topology_id,
+        ts=ts,
+        interval_s=interval_s,
+        health=Health(state="unknown", reasons=[reason]),
+        slo=Slo(ttft_ms=None, tbt_ms=None, ttft_p95_ms=None, tbt_p95_ms=None, state="unknown"),
+        totals=totals,
+        roles={},
+        pods=[],
+        links=[],
+        events=[],
+    )
