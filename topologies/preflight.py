@@ -1,0 +1,401 @@
+"""Preflight: what will go wrong if this spec is deployed to that cluster. Pure: facts in, findings out.
+
+``topologies.services.topology_preflight`` gathers the ``ClusterFacts`` through ``kube``; the
+checks here only read them, so each one is tested with facts built by hand.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from kube import labels
+from topologies.render import engine as engine_render
+from topologies.render import kthena
+from topologies.spec import TopologySpec
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str  # error blocks a deploy, warning informs
+    code: str
+    field: str  # spec field path the finding is about ("" for the cluster as a whole)
+    message: str
+    fix: str
+
+    @property
+    def blocking(self) -> bool:
+        return self.level == ERROR
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    ready: bool = True
+    unschedulable: bool = False
+    allocatable: dict[str, int] = field(default_factory=dict)
+    in_use: dict[str, int] = field(default_factory=dict)
+
+    def free(self, resource: str) -> int:
+        return max(0, self.allocatable.get(resource, 0) - self.in_use.get(resource, 0))
+
+    @property
+    def schedulable(self) -> bool:
+        return self.ready and not self.unschedulable
+
+
+@dataclass(frozen=True)
+class ObjectFacts:
+    kind: str
+    namespace: str
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    ports: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    reachable: bool = True
+    error: str = ""
+    crds: frozenset[str] = frozenset()
+    nodes: tuple[NodeFacts, ...] = ()
+    namespace_exists: bool = True
+    can_create_namespace: bool = True
+    # Live objects with the same kind/namespace/name as the ones the spec renders.
+    objects: tuple[ObjectFacts, ...] = ()
+    # Services relevant to the connector backend (e.g. the Mooncake master's).
+    services: tuple[ObjectFacts, ...] = ()
+    # Accelerators this topology's own running pods hold, per node (free again when it redeploys).
+    own_in_use: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def run_preflight(
+    spec: TopologySpec, facts: ClusterFacts, *, topology_id: int | None = None
+) -> list[Finding]:
+    if not facts.reachable:
+        return [
+            Finding(
+                ERROR,
+                "cluster_unreachable",
+                "cluster",
+                f"cannot read the cluster: {facts.error}",
+                "check the cluster's connection on its page (server URL, token, CA), then retry",
+            )
+        ]
+    findings: list[Finding] = []
+    findings += check_backend(spec, facts)
+    findings += check_connector_backend(spec, facts)
+    findings += check_accelerators(spec, facts)
+    findings += check_namespace(spec, facts)
+    findings += check_conflicts(spec, facts, topology_id)
+    findings += check_ports(spec)
+    return sorted(findings, key=lambda f: (f.level != ERROR, f.field, f.code))
+
+
+def has_errors(findings: Iterable[Finding]) -> bool:
+    return any(f.blocking for f in findings)
+
+
+def check_backend(spec: TopologySpec, facts: ClusterFacts) -> list[Finding]:
+    if spec.backend != "kthena":
+        return []
+    missing = [crd for crd in kthena.REQUIRED_CRDS if crd not in facts.crds]
+    out: list[Finding] = []
+    if missing:
+        out.append(
+            Finding(
+                ERROR,
+                "crds_missing",
+                "backend",
+                f"Kthena is not installed on this cluster: missing CRD {', '.join(missing)}",
+                "install Kthena (helm install kthena …) or choose backend 'deployments' (plain Deployments)",
+            )
+        )
+    if spec.engine == "mindie":
+        out.append(
+            Finding(
+                WARNING,
+                "router_engine_generic",
+                "engine",
+                "Kthena's router knows vLLM and SGLang only; MindIE is routed as an OpenAI-compatible "
+                "vLLM server, so load-aware scoring from engine metrics is unavailable",
+                "accept it, or use backend 'deployments' with Tandem's router",
+            )
+        )
+    return out
+
+
+_SVC_HOST = re.compile(
+    r"^(?P<name>[a-z0-9]([-a-z0-9]*[a-z0-9])?)(\.(?P<ns>[a-z0-9]([-a-z0-9]*[a-z0-9])?))?"
+    r"(\.svc(\.cluster\.local)?)?$"
+)
+
+
+def master_service(spec: TopologySpec) -> tuple[str, str, int] | None:
+    """(namespace, service, port) named by ``connector.master_address``; None for an IP or external host."""
+    host, _, port = spec.connector.master_address.rpartition(":")
+    match = _SVC_HOST.match(host)
+    if not match or not port.isdigit():
+        return None
+    return match.group("ns") or spec.namespace, match.group("name"), int(port)
+
+
+def check_connector_backend(spec: TopologySpec, facts: ClusterFacts) -> list[Finding]:
+    if spec.connector.type != "mooncake-store":
+        return []
+    target = master_service(spec)
+    if target is None:
+        return [
+            Finding(
+                WARNING,
+                "connector_backend_unverified",
+                "connector.master_address",
+                f"cannot check the Mooncake master at {spec.connector.master_address}: "
+                "it is not a Service name",
+                "use the master's Service address (mooncake-master.<namespace>.svc:50051) "
+                "so preflight can check it",
+            )
+        ]
+    namespace, name, port = target
+    service = next((s for s in facts.services if s.namespace == namespace and s.name == name), None)
+    if service is None:
+        return [
+            Finding(
+                ERROR,
+                "connector_backend_missing",
+                "connector.master_address",
+                f"the Mooncake master Service {namespace}/{name} does not exist; "
+                "mooncake-store pods would fail to connect and crash-loop",
+                f"deploy the Mooncake master (mooncake_master, RPC port {port}) as Service {name} "
+                f"in {namespace}, or correct connector.master_address",
+            )
+        ]
+    if service.ports and port not in service.ports:
+        offered = ", ".join(str(p) for p in service.ports)
+        return [
+            Finding(
+                ERROR,
+                "connector_backend_port",
+                "connector.master_address",
+                f"Service {namespace}/{name} exposes port {offered}, not {port}",
+                f"set connector.master_address to {name}.{namespace}.svc:{service.ports[0]}",
+            )
+        ]
+    return []
+
+
+def _matches(node: NodeFacts, selector: dict[str, str]) -> bool:
+    return all(node.labels.get(k) == v for k, v in selector.items())
+
+
+def _offered(nodes: Iterable[NodeFacts]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for node in nodes:
+        for resource in node.allocatable:
+            totals[resource] = totals.get(resource, 0) + node.free(resource)
+    return totals
+
+
+def check_accelerators(spec: TopologySpec, facts: ClusterFacts) -> list[Finding]:
+    nodes = [n for n in facts.nodes if n.schedulable]
+    if not nodes:
+        return [
+            Finding(
+                ERROR,
+                "no_nodes",
+                "cluster",
+                "the cluster has no ready, schedulable nodes",
+                "wait for nodes to join or uncordon them (kubectl uncordon <node>)",
+            )
+        ]
+    # Free capacity per node, counting what this topology's own pods hold as free (they get replaced).
+    free: dict[str, dict[str, int]] = {}
+    for node in nodes:
+        own = facts.own_in_use.get(node.name, {})
+        free[node.name] = {r: node.free(r) + own.get(r, 0) for r in node.allocatable}
+    out: list[Finding] = []
+    roles = [r for r in ("prefill", "decode") if spec.role(r).replicas > 0]
+    # Place the biggest pods first (first-fit decreasing), both roles sharing the same nodes.
+    for role_name in sorted(roles, key=lambda r: -spec.role(r).accelerator_count):
+        role = spec.role(role_name)
+        resource, count, path = role.accelerator_resource, role.accelerator_count, f"roles.{role_name}"
+        if count == 0:
+            continue
+        eligible = [n for n in nodes if _matches(n, role.node_selector)]
+        if not eligible:
+            selector = ", ".join(f"{k}={v}" for k, v in role.node_selector.items())
+            out.append(
+                Finding(
+                    ERROR,
+                    "node_selector_unmatched",
+                    f"{path}.node_selector",
+                    f"no ready node has the labels {selector}",
+                    "correct the node selector or label the nodes that should run this role",
+                )
+            )
+            continue
+        offering = [n for n in eligible if n.allocatable.get(resource, 0) > 0]
+        if not offering:
+            offered = _offered(eligible)
+            others = ", ".join(f"`{r}` ({offered[r]} free)" for r in sorted(offered)) or "no accelerators"
+            out.append(
+                Finding(
+                    ERROR,
+                    "accelerator_resource_unknown",
+                    f"{path}.accelerator_resource",
+                    f"no node offers `{resource}`; nodes offer {others}",
+                    "set accelerator_resource to the name your nodes' device plugin advertises",
+                )
+            )
+            continue
+        largest = max(n.allocatable.get(resource, 0) for n in offering)
+        if count > largest:
+            out.append(
+                Finding(
+                    ERROR,
+                    "accelerators_per_pod",
+                    f"{path}.accelerator_count",
+                    f"one {role_name} pod needs {count} `{resource}` on a single node; the largest "
+                    f"node has {largest}",
+                    f"lower accelerator_count (and --tensor-parallel-size) to {largest} or fewer",
+                )
+            )
+            continue
+        placed = 0
+        for node in sorted(offering, key=lambda n: -free[n.name].get(resource, 0)):
+            while placed < role.replicas and free[node.name].get(resource, 0) >= count:
+                free[node.name][resource] -= count
+                placed += 1
+        if placed < role.replicas:
+            left = sum(free[n.name].get(resource, 0) for n in offering)
+            out.append(
+                Finding(
+                    ERROR,
+                    "accelerators_insufficient",
+                    f"{path}.replicas",
+                    f"{role_name} needs {role.replicas} pods × {count} `{resource}`; the nodes have "
+                    f"room for {placed} more ({left} left free after placing them)",
+                    f"lower {role_name} replicas to {placed}, free accelerators, or add nodes",
+                )
+            )
+        used = role.tensor_parallel_size * role.data_parallel_size
+        if count > used:
+            out.append(
+                Finding(
+                    WARNING,
+                    "accelerators_idle",
+                    f"{path}.accelerator_count",
+                    f"each {role_name} pod reserves {count} accelerators but tensor × data parallel "
+                    f"uses {used}; {count - used} sit idle",
+                    f"set accelerator_count to {used} or raise the parallel sizes",
+                )
+            )
+    return out
+
+
+def check_namespace(spec: TopologySpec, facts: ClusterFacts) -> list[Finding]:
+    if facts.namespace_exists:
+        return []
+    if facts.can_create_namespace:
+        return [
+            Finding(
+                WARNING,
+                "namespace_created",
+                "namespace",
+                f"namespace {spec.namespace} does not exist; the deploy will create it",
+                "nothing to do, or pick an existing namespace",
+            )
+        ]
+    return [
+        Finding(
+            ERROR,
+            "namespace_missing",
+            "namespace",
+            f"namespace {spec.namespace} does not exist and Tandem may not create namespaces",
+            f"create it (kubectl create namespace {spec.namespace}) or pick an existing namespace",
+        )
+    ]
+
+
+def rendered_keys(spec: TopologySpec) -> list[tuple[str, str, str]]:
+    """(kind, namespace, name) of every object the spec renders (ids do not change names)."""
+    from topologies.render import render
+
+    return [
+        (o["kind"], o["metadata"]["namespace"], o["metadata"]["name"])
+        for o in render(spec, topology_id=0, revision=0)
+    ]
+
+
+def check_conflicts(spec: TopologySpec, facts: ClusterFacts, topology_id: int | None) -> list[Finding]:
+    out: list[Finding] = []
+    wanted = set(rendered_keys(spec))
+    for obj in facts.objects:
+        if (obj.kind, obj.namespace, obj.name) not in wanted:
+            continue
+        owner = obj.labels.get(labels.TOPOLOGY)
+        if obj.labels.get(labels.MANAGED_BY) != labels.MANAGED_BY_VALUE:
+            out.append(
+                Finding(
+                    ERROR,
+                    "object_conflict",
+                    "name",
+                    f"{obj.kind} {obj.namespace}/{obj.name} already exists and is not managed by "
+                    "Tandem; deploying would take it over",
+                    "rename the topology or choose another namespace (or remove that object)",
+                )
+            )
+        elif topology_id is None or owner != str(topology_id):
+            out.append(
+                Finding(
+                    ERROR,
+                    "object_owned_elsewhere",
+                    "name",
+                    f"{obj.kind} {obj.namespace}/{obj.name} belongs to another Tandem topology (#{owner})",
+                    "rename this topology or choose another namespace",
+                )
+            )
+    return out
+
+
+def check_ports(spec: TopologySpec) -> list[Finding]:
+    out: list[Finding] = []
+    paths = {
+        "http": "port",
+        "kv": "connector.kv_port",
+        "bootstrap": "connector.bootstrap_port",
+        "nixl": "connector.side_channel_port",
+        "link": "connector.link_port",
+    }
+    seen: set[tuple[str, str]] = set()
+    for role in ("prefill", "decode"):
+        by_port: dict[int, str] = {}
+        for port in engine_render.container_ports(spec, role):
+            number, name = port["containerPort"], port["name"]
+            if number in by_port:
+                first = by_port[number]
+                key = (paths[first], paths[name])
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append(
+                    Finding(
+                        ERROR,
+                        "port_collision",
+                        paths[name],
+                        f"{paths[name]} ({number}) collides with {paths[first]} in the {role} pods",
+                        f"give {paths[name]} a port of its own",
+                    )
+                )
+            else:
+                by_port[number] = name
+    return out
