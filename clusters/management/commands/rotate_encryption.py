@@ -19,13 +19,14 @@ class Command(BaseCommand):
             table = model._meta.db_table
             pk = model._meta.pk
             assert pk is not None
+            pk_column = str(pk.column)
             qn = connection.ops.quote_name
             with transaction.atomic():
                 # Raw reads and writes: the stored tokens are rotated without passing through the plaintext
                 # field machinery, so nothing else on the row changes.
                 select_cols = ", ".join(qn(c) for c in columns)
                 with connection.cursor() as cursor:
-                    cursor.execute(f"SELECT {qn(pk.column)}, {select_cols} FROM {qn(table)}")  # noqa: S608
+                    cursor.execute(f"SELECT {qn(pk_column)}, {select_cols} FROM {qn(table)}")  # noqa: S608
                     rows = cursor.fetchall()
                 for row in rows:
                     updates = {col: rotate(val) for col, val in zip(columns, row[1:], strict=True) if val}
@@ -34,7 +35,7 @@ class Command(BaseCommand):
                     assignments = ", ".join(f"{qn(col)} = %s" for col in updates)
                     with connection.cursor() as cursor:
                         cursor.execute(
-                            f"UPDATE {qn(table)} SET {assignments} WHERE {qn(pk.column)} = %s",  # noqa: S608
+                            f"UPDATE {qn(table)} SET {assignments} WHERE {qn(pk_column)} = %s",  # noqa: S608
                             [*updates.values(), row[0]],
                         )
                     total += 1

@@ -1,0 +1,165 @@
+"""Cluster API shapes. Credentials are write-only: no response ever carries them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from clusters.models import Cluster, ClusterHealthCheck, NodeInventory
+
+_CRED_STYLE = {"base_template": "textarea.html"}
+
+
+class ClusterSerializer(serializers.ModelSerializer[Cluster]):
+    node_count = serializers.SerializerMethodField()
+    permissions_summary = serializers.CharField(read_only=True)
+    kubeconfig = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        style=_CRED_STYLE,
+        help_text="Kubeconfig file contents (YAML). Exec plugins, auth providers and "
+        "insecure-skip-tls-verify are refused.",
+    )
+    token = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, help_text="Bearer token (with server)."
+    )
+    ca_bundle = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        style=_CRED_STYLE,
+        help_text="PEM CA bundle that signed the API server's certificate (required for https://).",
+    )
+    in_cluster = serializers.BooleanField(
+        write_only=True,
+        required=False,
+        default=False,
+        help_text="Use the service account of the pod Tandem runs in.",
+    )
+    allow_unreachable = serializers.BooleanField(
+        write_only=True,
+        required=False,
+        default=False,
+        help_text="Save even when the connection test fails (the cluster starts as unreachable).",
+    )
+
+    class Meta:
+        model = Cluster
+        fields = [
+            "id",
+            "name",
+            "description",
+            "auth_method",
+            "server",
+            "context_name",
+            "default_namespace",
+            "health_state",
+            "last_error",
+            "version",
+            "kthena_installed",
+            "installed_crds",
+            "permissions",
+            "permissions_summary",
+            "last_checked",
+            "last_latency_ms",
+            "node_count",
+            "created",
+            "updated",
+            "kubeconfig",
+            "token",
+            "ca_bundle",
+            "in_cluster",
+            "allow_unreachable",
+        ]
+        read_only_fields = [
+            "auth_method",
+            "default_namespace",
+            "health_state",
+            "last_error",
+            "version",
+            "kthena_installed",
+            "installed_crds",
+            "permissions",
+            "last_checked",
+            "last_latency_ms",
+            "created",
+            "updated",
+        ]
+        extra_kwargs: dict[str, dict[str, Any]] = {
+            "name": {
+                "validators": [],
+                "help_text": "Lowercase letters, digits and dashes, e.g. prod-ascend-a.",
+            },
+            "context_name": {
+                "required": False,
+                "help_text": "Kubeconfig context to use (default: the file's current-context); "
+                "afterwards, the context that was used.",
+            },
+            "server": {
+                "required": False,
+                "help_text": "API server URL (https://; http:// only on loopback).",
+            },
+        }
+
+    def get_node_count(self, obj: Cluster) -> int:
+        annotated = getattr(obj, "node_count", None)
+        return int(annotated) if annotated is not None else obj.nodes.count()
+
+
+class NodeInventorySerializer(serializers.ModelSerializer[NodeInventory]):
+    free = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = NodeInventory
+        fields = [
+            "name",
+            "labels",
+            "ready",
+            "schedulable",
+            "accelerator_resource",
+            "capacity",
+            "allocatable",
+            "in_use",
+            "free",
+            "accelerators",
+            "seen",
+        ]
+
+
+class AcceleratorTotalSerializer(serializers.Serializer[Any]):
+    resource = serializers.CharField()
+    nodes = serializers.IntegerField()
+    capacity = serializers.IntegerField()
+    allocatable = serializers.IntegerField()
+    in_use = serializers.IntegerField()
+    free = serializers.IntegerField()
+
+
+class InventorySerializer(serializers.Serializer[Any]):
+    cluster = serializers.IntegerField()
+    last_checked = serializers.DateTimeField(allow_null=True)
+    accelerators = AcceleratorTotalSerializer(many=True)
+    nodes = NodeInventorySerializer(many=True)
+
+
+class HealthCheckSerializer(serializers.ModelSerializer[ClusterHealthCheck]):
+    class Meta:
+        model = ClusterHealthCheck
+        fields = ["checked_at", "state", "latency_ms", "message"]
+
+
+class ConnectionResultSerializer(serializers.Serializer[Any]):
+    ok = serializers.BooleanField()
+    version = serializers.CharField()
+    latency_ms = serializers.FloatField(allow_null=True)
+    message = serializers.CharField()
+
+
+class DeleteQuerySerializer(serializers.Serializer[Any]):
+    confirm = serializers.BooleanField(
+        required=False, default=False, help_text="Also remove the topologies that run on the cluster."
+    )

@@ -1,0 +1,93 @@
+"""Reads: clusters, the connection to one, its accelerators, its health history, what runs on it."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from django.db.models import Count, Q, QuerySet, Sum
+
+from clusters.models import AuthMethod, Cluster, ClusterHealthCheck, NodeInventory
+from kube import ClusterConnection
+from kube.kubeconfig import in_cluster_credentials
+
+
+def cluster_list() -> QuerySet[Cluster]:
+    """Clusters with node and accelerator totals (``node_count``, ``ready_nodes``, ``accel_*``)."""
+    return Cluster.objects.annotate(
+        node_count=Count("nodes", distinct=True),
+        ready_nodes=Count("nodes", filter=Q(nodes__ready=True), distinct=True),
+        accel_allocatable=Sum("nodes__allocatable"),
+        accel_in_use=Sum("nodes__in_use"),
+    ).order_by("name")
+
+
+def cluster_connection(cluster: Cluster) -> ClusterConnection:
+    """How ``kube`` reaches this cluster. In-cluster credentials are read afresh (projected tokens rotate)."""
+    if cluster.auth_method == AuthMethod.IN_CLUSTER:
+        creds = in_cluster_credentials()
+        digest = hashlib.sha256(creds.token.encode()).hexdigest()[:12]
+        return ClusterConnection(
+            cluster_id=cluster.pk,
+            server=creds.server,
+            token=creds.token,
+            ca_data=creds.ca_data or None,
+            credential_version=f"{cluster.credential_version}-{digest}",
+            cluster_name=cluster.name,
+        )
+    return ClusterConnection(
+        cluster_id=cluster.pk,
+        server=cluster.server,
+        token=cluster.token or None,
+        ca_data=cluster.ca_bundle or None,
+        client_cert=cluster.client_cert or None,
+        client_key=cluster.client_key or None,
+        credential_version=cluster.credential_version,
+        cluster_name=cluster.name,
+    )
+
+
+@dataclass(frozen=True)
+class AcceleratorTotal:
+    resource: str
+    nodes: int
+    capacity: int
+    allocatable: int
+    in_use: int
+
+    @property
+    def free(self) -> int:
+        return max(self.allocatable - self.in_use, 0)
+
+
+def cluster_accelerators(cluster: Cluster, *, ready_only: bool = False) -> list[AcceleratorTotal]:
+    """Per accelerator resource name: node count and capacity/allocatable/in-use sums, largest first."""
+    totals: dict[str, list[int]] = {}
+    nodes = cluster.nodes.all()
+    if ready_only:
+        nodes = nodes.filter(ready=True, schedulable=True)
+    for node in nodes:
+        for resource, counts in (node.accelerators or {}).items():
+            row = totals.setdefault(resource, [0, 0, 0, 0])
+            row[0] += 1
+            row[1] += int(counts.get("capacity", 0))
+            row[2] += int(counts.get("allocatable", 0))
+            row[3] += int(counts.get("in_use", 0))
+    result = [AcceleratorTotal(r, *v) for r, v in totals.items()]
+    return sorted(result, key=lambda t: (-t.allocatable, t.resource))
+
+
+def cluster_nodes(cluster: Cluster) -> QuerySet[NodeInventory]:
+    return cluster.nodes.order_by("name")
+
+
+def cluster_health_history(cluster: Cluster, limit: int = 50) -> list[ClusterHealthCheck]:
+    return list(cluster.health_checks.order_by("-checked_at", "-id")[:limit])
+
+
+def cluster_topology_names(cluster: Cluster) -> list[str]:
+    """Names of the topologies placed on this cluster (empty when the topologies app has none)."""
+    related = getattr(cluster, "topologies", None)
+    if related is None:
+        return []
+    return sorted(str(t) for t in related.all())

@@ -1,0 +1,401 @@
+"""Writes: register, update, check and remove clusters. Credentials never leave this module in words."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+import kube
+from audit.services import audit_record
+from clusters.checks import CheckFacts, assess
+from clusters.credentials import ConnectionResult, Credentials, invalid, resolve_credentials
+from clusters.inspection import gather_facts, probe, probe_credentials
+from clusters.models import NAME_VALIDATOR, Cluster, ClusterHealthCheck, HealthState, NodeInventory
+from clusters.selectors import cluster_connection, cluster_topology_names
+from controlplane.api.errors import Conflict, DomainError
+from kube.kubeconfig import KubeconfigError
+
+logger = logging.getLogger(__name__)
+HISTORY_KEEP = 500
+
+
+def _validate_name(name: str, *, exclude_pk: int | None = None) -> str:
+    name = (name or "").strip()
+    if not name:
+        raise invalid("name", "name is required, e.g. prod-ascend-a")
+    try:
+        NAME_VALIDATOR(name)
+    except Exception:
+        raise invalid("name", f"name {name!r}: {NAME_VALIDATOR.message}") from None
+    if len(name) > 63:
+        raise invalid("name", "name is longer than 63 characters; shorten it")
+    taken = Cluster.objects.filter(name=name)
+    if exclude_pk is not None:
+        taken = taken.exclude(pk=exclude_pk)
+    if taken.exists():
+        raise Conflict(
+            f"a cluster named {name} already exists; choose another name",
+            code="name_taken",
+            fields={"name": [f"{name} is taken; choose another name"]},
+        )
+    return name
+
+
+def cluster_register(
+    *,
+    name: str,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    server: str | None = None,
+    token: str | None = None,
+    ca_bundle: str | None = None,
+    in_cluster: bool = False,
+    description: str = "",
+    allow_unreachable: bool = False,
+    actor: Any = None,
+    source_ip: str | None = None,
+) -> Cluster:
+    """Validate the credentials, test them (short timeout), save them encrypted, and queue a full check.
+
+    An unreachable cluster is refused with the reason on the responsible field, unless ``allow_unreachable``
+    (then it is saved in state unreachable with that reason).
+    """
+    name = _validate_name(name)
+    creds = resolve_credentials(
+        kubeconfig=kubeconfig,
+        context=context,
+        server=server,
+        token=token,
+        ca_bundle=ca_bundle,
+        in_cluster=in_cluster,
+    )
+    result, field = probe_credentials(creds, name)
+    if not result.ok and not allow_unreachable:
+        raise DomainError(result.message, code="unreachable", fields={field: [result.message]})
+    return _save_new(
+        name=name, description=description, creds=creds, result=result, actor=actor, source_ip=source_ip
+    )
+
+
+@transaction.atomic
+def _save_new(
+    *,
+    name: str,
+    description: str,
+    creds: Credentials,
+    result: ConnectionResult,
+    actor: Any,
+    source_ip: str | None,
+) -> Cluster:
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            cluster = Cluster.objects.create(
+                name=name,
+                description=(description or "").strip()[:500],
+                auth_method=creds.auth_method,
+                server=creds.server,
+                context_name=creds.context,
+                default_namespace=creds.namespace,
+                kubeconfig=creds.kubeconfig,
+                token=creds.token,
+                ca_bundle=creds.ca_bundle,
+                client_cert=creds.client_cert,
+                client_key=creds.client_key,
+                credential_version=secrets.token_hex(8),
+                health_state=HealthState.UNKNOWN if result.ok else HealthState.UNREACHABLE,
+                last_error="" if result.ok else result.message,
+                version=result.version,
+                last_checked=now,
+                last_latency_ms=result.latency_ms,
+                created_by=actor if actor is not None and getattr(actor, "is_authenticated", False) else None,
+            )
+    except IntegrityError:
+        raise Conflict(
+            f"a cluster named {name} already exists; choose another name",
+            code="name_taken",
+            fields={"name": [f"{name} is taken; choose another name"]},
+        ) from None
+    ClusterHealthCheck.objects.create(
+        cluster=cluster,
+        checked_at=now,
+        state=cluster.health_state,
+        latency_ms=result.latency_ms,
+        message=result.message if not result.ok else f"connected ({result.version}); full check queued",
+    )
+    audit_record(
+        action="cluster.register",
+        actor=actor,
+        target=cluster,
+        source_ip=source_ip,
+        detail={
+            "auth_method": creds.auth_method,
+            "server": creds.server,
+            "context": creds.context,
+            "reachable": result.ok,
+        },
+    )
+    _queue_check(cluster.pk)
+    logger.info("registered cluster %s (%s, %s)", cluster.name, creds.auth_method, creds.server)
+    return cluster
+
+
+def _queue_check(cluster_id: int) -> None:
+    from clusters.tasks import check_cluster
+
+    check_cluster.delay_on_commit(cluster_id)
+
+
+def cluster_update(
+    *,
+    cluster: Cluster,
+    actor: Any = None,
+    source_ip: str | None = None,
+    name: str | None = None,
+    description: str | None = None,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    server: str | None = None,
+    token: str | None = None,
+    ca_bundle: str | None = None,
+    in_cluster: bool = False,
+    allow_unreachable: bool = False,
+) -> Cluster:
+    """Rename, re-describe, or replace the credentials (tested like a registration)."""
+    changed: list[str] = []
+    new_name = (
+        _validate_name(name, exclude_pk=cluster.pk) if name is not None and name != cluster.name else None
+    )
+    creds = None
+    if kubeconfig or server or token or ca_bundle or in_cluster:
+        creds = resolve_credentials(
+            kubeconfig=kubeconfig,
+            context=context,
+            server=server,
+            token=token,
+            ca_bundle=ca_bundle,
+            in_cluster=in_cluster,
+        )
+        result, field = probe_credentials(creds, new_name or cluster.name)
+        if not result.ok and not allow_unreachable:
+            raise DomainError(result.message, code="unreachable", fields={field: [result.message]})
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        if new_name:
+            locked.name = new_name
+            changed.append("name")
+        if description is not None and description.strip() != locked.description:
+            locked.description = description.strip()[:500]
+            changed.append("description")
+        if creds is not None:
+            locked.auth_method = creds.auth_method
+            locked.server = creds.server
+            locked.context_name = creds.context
+            locked.default_namespace = creds.namespace
+            locked.kubeconfig = creds.kubeconfig
+            locked.token = creds.token
+            locked.ca_bundle = creds.ca_bundle
+            locked.client_cert = creds.client_cert
+            locked.client_key = creds.client_key
+            locked.credential_version = secrets.token_hex(8)
+            locked.health_state = HealthState.UNKNOWN
+            changed.append("credentials")
+        if not changed:
+            return locked
+        locked.save()
+        audit_record(
+            action="cluster.update",
+            actor=actor,
+            target=locked,
+            source_ip=source_ip,
+            detail={"changed": changed},
+        )
+        if creds is not None:
+            kube.forget(locked.pk)
+            _queue_check(locked.pk)
+    return locked
+
+
+def cluster_test_connection(*, cluster: Cluster) -> ConnectionResult:
+    """Version and one authenticated call with the stored credentials; changes nothing."""
+    try:
+        conn = cluster_connection(cluster)
+    except KubeconfigError as exc:
+        return ConnectionResult(ok=False, message=exc.message, field=exc.field)
+    return probe(conn)
+
+
+def cluster_check(*, cluster_id: int, actor: Any = None, source_ip: str | None = None) -> Cluster:
+    """Full check: connectivity, version, permissions, CRDs, node inventory; stores state and history."""
+    cluster = Cluster.objects.get(pk=cluster_id)
+    started = time.monotonic()
+    nodes: list[kube.NodeInfo] = []
+    try:
+        conn = cluster_connection(cluster)
+    except KubeconfigError as exc:
+        facts = CheckFacts(reachable=False, error=exc.message)
+    else:
+        facts, nodes = gather_facts(conn)
+    state, message = assess(facts)
+    elapsed = round((time.monotonic() - started) * 1000, 1)
+    return _store_check(
+        cluster_id=cluster_id,
+        facts=facts,
+        nodes=nodes,
+        state=state,
+        message=message,
+        elapsed_ms=elapsed,
+        actor=actor,
+        source_ip=source_ip,
+    )
+
+
+@transaction.atomic
+def _store_check(
+    *,
+    cluster_id: int,
+    facts: CheckFacts,
+    nodes: list[kube.NodeInfo],
+    state: str,
+    message: str,
+    elapsed_ms: float,
+    actor: Any,
+    source_ip: str | None,
+) -> Cluster:
+    cluster = Cluster.objects.select_for_update().get(pk=cluster_id)
+    now = timezone.now()
+    previous = cluster.health_state
+    cluster.health_state = state
+    cluster.last_error = message
+    cluster.last_checked = now
+    cluster.last_latency_ms = facts.latency_ms
+    if facts.reachable:
+        cluster.version = facts.version
+        cluster.permissions = facts.permissions
+        if facts.crds is not None:
+            cluster.installed_crds = sorted(facts.crds)
+            cluster.kthena_installed = facts.kthena_installed
+        if facts.nodes_total is not None:
+            _replace_inventory(cluster, nodes, now)
+    cluster.save()
+    ClusterHealthCheck.objects.create(
+        cluster=cluster,
+        checked_at=now,
+        state=state,
+        latency_ms=facts.latency_ms,
+        message=message or f"{facts.version}; check took {elapsed_ms:.0f} ms",
+    )
+    stale = cluster.health_checks.order_by("-checked_at", "-id").values_list("id", flat=True)[HISTORY_KEEP:]
+    ClusterHealthCheck.objects.filter(id__in=list(stale)).delete()
+    if actor is not None:
+        audit_record(
+            action="cluster.check", actor=actor, target=cluster, source_ip=source_ip, detail={"state": state}
+        )
+    elif previous != state and previous != HealthState.UNKNOWN:
+        audit_record(
+            action="cluster.health_changed",
+            target=cluster,
+            detail={"from": previous, "to": state, "message": message[:500]},
+        )
+    return cluster
+
+
+def _replace_inventory(cluster: Cluster, nodes: list[kube.NodeInfo], now: Any) -> None:
+    cluster.nodes.exclude(name__in=[n.name for n in nodes]).delete()
+    for node in nodes:
+        accelerators = {
+            r: {
+                "capacity": node.capacity.get(r, 0),
+                "allocatable": node.allocatable.get(r, 0),
+                "in_use": node.in_use.get(r, 0),
+            }
+            for r in node.accelerators
+        }
+        main = max(node.accelerators, key=lambda r: (node.capacity.get(r, 0), r)) if node.accelerators else ""
+        NodeInventory.objects.update_or_create(
+            cluster=cluster,
+            name=node.name,
+            defaults={
+                "labels": node.labels,
+                "ready": node.ready,
+                "schedulable": not node.unschedulable,
+                "accelerator_resource": main,
+                "capacity": node.capacity.get(main, 0) if main else 0,
+                "allocatable": node.allocatable.get(main, 0) if main else 0,
+                "in_use": node.in_use.get(main, 0) if main else 0,
+                "accelerators": accelerators,
+                "seen": now,
+            },
+        )
+
+
+def cluster_delete(
+    *, cluster: Cluster, confirm: bool = False, actor: Any = None, source_ip: str | None = None
+) -> None:
+    """Remove a cluster. Refused (409, naming them) while topologies run on it unless ``confirm``; with
+    ``confirm`` their objects are removed through the topologies service first."""
+    names = cluster_topology_names(cluster)
+    if names and not confirm:
+        raise Conflict(
+            f"cluster {cluster.name} still runs {len(names)} topolog{'y' if len(names) == 1 else 'ies'}: "
+            f"{', '.join(names)}; remove them first, or confirm to remove them with the cluster",
+            code="cluster_in_use",
+            fields={"confirm": ["set confirm=true to remove these topologies too"]},
+        )
+    if names:
+        _remove_topologies(cluster, actor=actor, source_ip=source_ip)
+        remaining = cluster_topology_names(cluster)
+        if remaining:
+            raise Conflict(
+                f"removal of {', '.join(remaining)} has started; remove cluster {cluster.name} again "
+                "once they are gone",
+                code="cluster_in_use",
+                fields={"confirm": ["wait for the topologies to be removed"]},
+            )
+    with transaction.atomic():
+        pk, label = cluster.pk, cluster.name
+        audit_record(
+            action="cluster.delete",
+            actor=actor,
+            target=cluster,
+            source_ip=source_ip,
+            detail={"name": label, "topologies_removed": names},
+        )
+        cluster.delete()
+    kube.forget(pk)
+    logger.info("removed cluster %s", label)
+
+
+def _remove_topologies(cluster: Cluster, *, actor: Any, source_ip: str | None) -> None:
+    try:
+        from topologies import services as topology_services
+    except ImportError:
+        topology_services = None  # type: ignore[assignment]
+    delete = getattr(topology_services, "topology_delete", None)
+    names = cluster_topology_names(cluster)
+    if delete is None:
+        raise Conflict(
+            f"cluster {cluster.name} still runs {', '.join(names)}, and topologies cannot be removed "
+            "from here yet; delete them on the Topologies page first",
+            code="cluster_in_use",
+        )
+    for topology in list(cluster.topologies.all()):
+        delete(topology=topology, actor=actor, source_ip=source_ip)
+
+
+def check_due_clusters(*, older_than: timedelta = timedelta(seconds=50)) -> list[int]:
+    """Ids of clusters not checked within ``older_than`` (the periodic task checks each of them)."""
+    cutoff = timezone.now() - older_than
+    from django.db.models import Q
+
+    return list(
+        Cluster.objects.filter(Q(last_checked__isnull=True) | Q(last_checked__lt=cutoff)).values_list(
+            "id", flat=True
+        )
+    )

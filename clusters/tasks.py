@@ -1,0 +1,22 @@
+"""Thin Celery tasks: each loads ids and calls one service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from clusters.models import Cluster
+from clusters.services import check_due_clusters, cluster_check
+
+
+@shared_task(name="clusters.tasks.check_cluster", acks_late=True, ignore_result=True)
+def check_cluster(cluster_id: int) -> None:
+    """Full check of one cluster (idempotent: a second run just records another check)."""
+    if Cluster.objects.filter(pk=cluster_id).exists():
+        cluster_check(cluster_id=cluster_id)
+
+
+@shared_task(name="clusters.tasks.check_all_clusters", ignore_result=True)
+def check_all_clusters() -> None:
+    """Beat entry (every 60 s): queue a check for every cluster not checked in the last ~minute."""
+    for cluster_id in check_due_clusters():
+        check_cluster.delay(cluster_id)
