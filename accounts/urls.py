@@ -1,10 +1,13 @@
 from __future__ import annotations
 
-from django.contrib.auth import views as auth_views
 from django.urls import path
+
+from accounts import views
 
 app_name = "accounts"
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(template_name="accounts/login.html"), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("login/", views.LoginView.as_view(), name="login"),
+    path("logout/", views.LogoutView.as_view(), name="logout"),
+    path("users/", views.user_list_page, name="users"),
+    path("users/<int:pk>/", views.user_edit_page, name="user-edit"),
 ]

@@ -17,6 +17,11 @@ def overview_group() -> str:
     return "overview"
 
 
+def system_group() -> str:
+    """The heartbeat of the background pipeline (beat -> worker -> channel layer), for every page."""
+    return "system"
+
+
 def send_now(group: str, message: dict[str, Any]) -> None:
     """Send to a group immediately; callers outside a transaction (e.g. after a commit) use this."""
     layer = get_channel_layer()

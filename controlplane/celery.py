@@ -3,11 +3,32 @@
 from __future__ import annotations
 
 import os
+import sys
+from typing import Any
 
 from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
 app = Celery("controlplane")
+
+
+@app.on_configure.connect
+def _load_settings_or_exit(sender: Celery, **kwargs: Any) -> None:
+    """Read the settings before Celery does, so bad configuration stops the worker or beat with
+    one line naming the variable instead of a traceback from inside Celery's option parsing."""
+    from django.conf import settings
+
+    from controlplane.env import ConfigError
+
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 - evaluating the lazy settings is the point
+    except ConfigError as error:
+        sys.stderr.write(f"tandem: configuration error: {error}\n")
+        sys.stderr.flush()
+        os._exit(2)
+
+
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+app.autodiscover_tasks(["controlplane"])

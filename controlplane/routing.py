@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+from django.urls import path
+
+from controlplane.consumers import SystemConsumer
 from telemetry.routing import websocket_urlpatterns as telemetry_ws
 from topologies.routing import websocket_urlpatterns as topologies_ws
 
-websocket_urlpatterns = [*telemetry_ws, *topologies_ws]
+websocket_urlpatterns = [
+    path("ws/system/", SystemConsumer.as_asgi()),
+    *telemetry_ws,
+    *topologies_ws,
+]

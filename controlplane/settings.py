@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import ipaddress
 from pathlib import Path
 
 from controlplane.env import (
@@ -79,6 +80,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "csp",
     "accounts",
@@ -137,6 +139,17 @@ AUTH_PASSWORD_VALIDATORS = [
 # Brute-force protection: failures per (username, client address) within the window lock logins out.
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# The lockout holds on every door that checks a password (login page, admin, API).
+AUTHENTICATION_BACKENDS = ["accounts.backends.LockoutModelBackend"]
+# X-Forwarded-For is believed only from these proxy addresses or networks (audit source IPs, lockouts).
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", [], hint="proxy addresses or CIDRs such as 10.0.0.0/8")
+for _proxy in TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ConfigError(
+            f"TRUSTED_PROXIES entry {_proxy!r} is not an address or network; use e.g. 10.0.0.5 or 10.0.0.0/8"
+        ) from None
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -219,6 +232,10 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI assets are served from the installed sidecar package, not a CDN (CSP, offline).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # Celery: JSON only, late acks, queues named by purpose so they scale apart.
@@ -243,6 +260,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Each app contributes its periodic work here; intervals are seconds.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+# Every queue a worker must consume to run all of Tandem's work (standalone, compose, k8s).
+TANDEM_QUEUES = ("default", "deploy", "inventory", "telemetry")
+# Beat -> worker -> channel layer -> browser: the heartbeat shows the pipeline is alive.
+HEARTBEAT_INTERVAL_SECONDS = env_int("HEARTBEAT_INTERVAL_SECONDS", 5, minimum=1)
+CELERY_BEAT_SCHEDULE["controlplane-heartbeat"] = {
+    "task": "controlplane.tasks.heartbeat",
+    "schedule": float(HEARTBEAT_INTERVAL_SECONDS),
+    "options": {"expires": float(HEARTBEAT_INTERVAL_SECONDS)},
+}
 TELEMETRY_INTERVAL_SECONDS = float(env_str("TELEMETRY_INTERVAL_SECONDS", "2"))
 if TELEMETRY_INTERVAL_SECONDS < 1:
     raise ConfigError("TELEMETRY_INTERVAL_SECONDS must be at least 1 (seconds)")

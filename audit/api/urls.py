@@ -2,5 +2,8 @@ from __future__ import annotations
 
 from rest_framework.routers import DefaultRouter
 
+from audit.api.views import AuditEventViewSet
+
 router = DefaultRouter(trailing_slash=True)
+router.register("audit-events", AuditEventViewSet, basename="audit-event")
 urlpatterns = router.urls

@@ -31,3 +31,46 @@
   }
   window.Tandem = Object.assign(window.Tandem || {}, { live: live });
 })();
+
+// The live indicator in the top bar: heartbeats from the background worker arrive on /ws/system/.
+// live = a heartbeat arrived within three intervals; stale = connected but the worker or scheduler
+// is silent; offline = no connection to the server.
+(function () {
+  "use strict";
+  function start() {
+    const el = document.getElementById("live-indicator");
+    if (!el || !window.Tandem) { return; }
+    const label = el.querySelector(".live-label");
+    let lastBeat = 0, intervalMs = 5000, connected = false;
+    const words = {
+      connecting: ["connecting", "Connecting to the live stream…"],
+      live: ["live", "Background worker and scheduler are running; pages update live."],
+      stale: ["no heartbeat", "Connected, but no heartbeat from the background worker or scheduler: live data and deploys are paused until they run again."],
+      offline: ["offline", "No connection to the server; retrying."],
+    };
+    function show(state) {
+      el.dataset.state = state;
+      label.textContent = words[state][0];
+      el.title = words[state][1];
+    }
+    function evaluate() {
+      if (!connected) { return; }
+      show(Date.now() - lastBeat <= intervalMs * 3 ? "live" : "stale");
+    }
+    window.Tandem.live(el.dataset.ws, {
+      onState: function (state) {
+        connected = state === "live";
+        if (state === "offline" || state === "reconnecting") { show("offline"); } else if (connected) { evaluate(); }
+      },
+      onMessage: function (msg) {
+        if (msg.kind !== "heartbeat") { return; }
+        lastBeat = Date.now();
+        if (msg.interval) { intervalMs = msg.interval * 1000; }
+        el.dataset.lastBeat = msg.time;
+        evaluate();
+      },
+    });
+    window.setInterval(evaluate, 1000);
+  }
+  if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", start); } else { start(); }
+})();

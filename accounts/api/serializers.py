@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from accounts.models import User
+from accounts.roles import Role
+
+
+class UserSerializer(serializers.ModelSerializer[User]):
+    class Meta:
+        model = User
+        fields = ["id", "username", "email", "role", "is_active", "date_joined", "last_login"]
+        read_only_fields = fields
+
+
+class UserCreateSerializer(serializers.Serializer[User]):
+    username = serializers.CharField(max_length=150)
+    email = serializers.EmailField(required=False, allow_blank=True, default="")
+    role = serializers.ChoiceField(choices=Role.choices, default=Role.VIEWER)
+    password = serializers.CharField(write_only=True, style={"input_type": "password"})
+
+
+class UserUpdateSerializer(serializers.Serializer[User]):
+    email = serializers.EmailField(required=False, allow_blank=True)
+    role = serializers.ChoiceField(choices=Role.choices, required=False)
+    is_active = serializers.BooleanField(required=False)
+    password = serializers.CharField(write_only=True, required=False, style={"input_type": "password"})
+
+
+class MeSerializer(serializers.ModelSerializer[User]):
+    can_operate = serializers.BooleanField(source="is_operator", read_only=True)
+    can_admin = serializers.BooleanField(source="is_admin_role", read_only=True)
+
+    class Meta:
+        model = User
+        fields = ["id", "username", "email", "role", "can_operate", "can_admin", "last_login"]
+        read_only_fields = fields
