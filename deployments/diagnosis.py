@@ -13,19 +13,31 @@ from typing import Protocol, TypedDict
 
 
 class PodLike(Protocol):
-    name: str
-    phase: str
-    ready: bool
-    reason: str | None
-    restarts: int
-    labels: dict[str, str]
+    """What diagnosis reads of a pod (kube.PodInfo satisfies it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def ready(self) -> bool: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def restarts(self) -> int: ...
+    @property
+    def labels(self) -> dict[str, str]: ...
 
 
 class EventLike(Protocol):
-    type: str
-    reason: str
-    message: str
-    involved_name: str
+    """What diagnosis reads of an event (kube.EventInfo satisfies it)."""
+
+    @property
+    def reason(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def involved_name(self) -> str: ...
 
 
 class Diagnosis(TypedDict):

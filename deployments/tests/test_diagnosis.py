@@ -12,7 +12,7 @@ class Pod:
     name: str
     phase: str = "Running"
     ready: bool = False
-    reason: str | None = None
+    reason: str = ""
     restarts: int = 0
     labels: dict[str, str] = field(default_factory=lambda: {"tandem.io/role": "prefill"})
 

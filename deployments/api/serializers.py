@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from deployments.models import Deployment, DeploymentStep
+
+
+class DeploymentStepSerializer(serializers.ModelSerializer[DeploymentStep]):
+    class Meta:
+        model = DeploymentStep
+        fields = ["time", "state", "message", "detail"]
+
+
+class DiagnosisSerializer(serializers.Serializer[dict[str, object]]):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    fix = serializers.CharField()
+    pods = serializers.ListField(child=serializers.CharField())
+
+
+class DeploymentSerializer(serializers.ModelSerializer[Deployment]):
+    revision = serializers.IntegerField(source="revision_number", read_only=True, allow_null=True)
+    rolled_back_to = serializers.SerializerMethodField()
+    previous_revision = serializers.SerializerMethodField()
+    requested_by = serializers.CharField(source="requested_by_label", read_only=True)
+    description = serializers.CharField(source="describe", read_only=True)
+    progress_percent = serializers.IntegerField(read_only=True)
+    diagnosis = DiagnosisSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Deployment
+        fields = [
+            "id",
+            "topology",
+            "topology_name",
+            "revision",
+            "kind",
+            "state",
+            "description",
+            "params",
+            "requested_by",
+            "created",
+            "started",
+            "finished",
+            "pods_ready",
+            "pods_total",
+            "progress_percent",
+            "error",
+            "diagnosis",
+            "previous_revision",
+            "rolled_back_to",
+            "attempts",
+            "cancel_requested",
+        ]
+        read_only_fields = fields
+
+    def get_rolled_back_to(self, obj: Deployment) -> int | None:
+        return obj.rolled_back_to.number if obj.rolled_back_to is not None else None
+
+    def get_previous_revision(self, obj: Deployment) -> int | None:
+        return obj.previous_revision.number if obj.previous_revision is not None else None
+
+
+class DeploymentDetailSerializer(DeploymentSerializer):
+    steps = DeploymentStepSerializer(many=True, read_only=True)
+
+    class Meta(DeploymentSerializer.Meta):
+        fields = [*DeploymentSerializer.Meta.fields, "steps"]
+        read_only_fields = fields
+
+
+class DeployInputSerializer(serializers.Serializer[dict[str, object]]):
+    revision = serializers.IntegerField(
+        required=False, min_value=1, help_text="Revision number to deploy; the current revision when omitted."
+    )
+
+
+class RollbackInputSerializer(serializers.Serializer[dict[str, object]]):
+    revision = serializers.IntegerField(min_value=1, help_text="Revision number to return to, e.g. 3.")
+
+
+class ScaleInputSerializer(serializers.Serializer[dict[str, object]]):
+    role = serializers.ChoiceField(choices=["prefill", "decode"], help_text="prefill or decode")
+    replicas = serializers.IntegerField(min_value=0, max_value=256, help_text="New replica count, e.g. 2.")

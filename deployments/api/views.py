@@ -1,0 +1,154 @@
+"""Thin API views: each POST validates input and calls one service; reads go through selectors."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework import status
+from rest_framework.generics import GenericAPIView, ListAPIView, RetrieveAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.serializers import Serializer
+
+from accounts.roles import Role
+from controlplane.api.errors import DomainError
+from controlplane.client_ip import client_ip
+from deployments import selectors, services
+from deployments.api.serializers import (
+    DeployInputSerializer,
+    DeploymentDetailSerializer,
+    DeploymentSerializer,
+    RollbackInputSerializer,
+    ScaleInputSerializer,
+)
+from deployments.filtersets import DeploymentFilterSet
+from deployments.models import Deployment
+from topologies.models import Revision, Topology
+
+
+class DeploymentList(ListAPIView[Deployment]):
+    """Deployments, newest first; filter by topology, state, kind or active."""
+
+    serializer_class = DeploymentSerializer
+    filterset_class = DeploymentFilterSet
+
+    def get_queryset(self) -> Any:
+        return selectors.deployment_list()
+
+
+class DeploymentDetail(RetrieveAPIView[Deployment]):
+    """One deployment with its step log."""
+
+    serializer_class = DeploymentDetailSerializer
+
+    def get_queryset(self) -> Any:
+        return selectors.deployment_list().prefetch_related("steps")
+
+
+class _TopologyAction(GenericAPIView[Topology]):
+    write_role = Role.OPERATOR
+    input_serializer: type[Serializer[Any]] | None = None
+
+    def get_queryset(self) -> Any:
+        return Topology.objects.select_related("cluster", "current_revision", "deployed_revision")
+
+    def _input(self, request: Request) -> dict[str, Any]:
+        if self.input_serializer is None:
+            return {}
+        serializer = self.input_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        return dict(serializer.validated_data)
+
+    def _revision(self, topology: Topology, number: int) -> Revision:
+        revision = Revision.objects.filter(topology=topology, number=number).first()
+        if revision is None:
+            numbers = list(topology.revisions.order_by("number").values_list("number", flat=True))
+            raise DomainError(
+                f"topology {topology.name} has no revision {number}",
+                code="not_found",
+                fields={"revision": [f"use one of the existing revision numbers: {numbers}"]},
+            )
+        return revision
+
+    @abstractmethod
+    def start(self, request: Request, topology: Topology, data: dict[str, Any]) -> Deployment:
+        """Call the one service this endpoint stands for."""
+
+    def post(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        deployment = self.start(request, topology, self._input(request))
+        return Response(DeploymentSerializer(deployment).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(request=DeployInputSerializer, responses={202: DeploymentSerializer})
+class TopologyDeploy(_TopologyAction):
+    """Deploy the current (or a given) revision. 202 with the queued deployment; 409 when one is running."""
+
+    input_serializer = DeployInputSerializer
+
+    def start(self, request: Request, topology: Topology, data: dict[str, Any]) -> Deployment:
+        revision = self._revision(topology, data["revision"]) if data.get("revision") else None
+        return services.deployment_start(
+            topology=topology, revision=revision, actor=request.user, source_ip=client_ip(request)
+        )
+
+
+@extend_schema(request=RollbackInputSerializer, responses={202: DeploymentSerializer})
+class TopologyRollback(_TopologyAction):
+    """Deploy an earlier revision again."""
+
+    input_serializer = RollbackInputSerializer
+
+    def start(self, request: Request, topology: Topology, data: dict[str, Any]) -> Deployment:
+        return services.topology_rollback_start(
+            topology=topology,
+            to_revision=self._revision(topology, data["revision"]),
+            actor=request.user,
+            source_ip=client_ip(request),
+        )
+
+
+@extend_schema(request=ScaleInputSerializer, responses={202: DeploymentSerializer})
+class TopologyScale(_TopologyAction):
+    """Change one role's replicas: saves a new revision and deploys it."""
+
+    input_serializer = ScaleInputSerializer
+
+    def start(self, request: Request, topology: Topology, data: dict[str, Any]) -> Deployment:
+        return services.topology_scale_start(
+            topology=topology,
+            role=data["role"],
+            replicas=data["replicas"],
+            actor=request.user,
+            source_ip=client_ip(request),
+        )
+
+
+@extend_schema(request=None, responses={202: DeploymentSerializer})
+class TopologyReapply(_TopologyAction):
+    """Re-apply the deployed revision (undo drift)."""
+
+    def start(self, request: Request, topology: Topology, data: dict[str, Any]) -> Deployment:
+        return services.topology_reapply_start(
+            topology=topology, actor=request.user, source_ip=client_ip(request)
+        )
+
+
+@extend_schema(request=None, responses={202: DeploymentSerializer})
+class DeploymentCancel(GenericAPIView[Deployment]):
+    """Stop a running deployment; it rolls back to the last good revision."""
+
+    write_role = Role.OPERATOR
+
+    def get_queryset(self) -> Any:
+        return selectors.deployment_list()
+
+    def post(self, request: Request, pk: int) -> Response:
+        deployment = get_object_or_404(self.get_queryset(), pk=pk)
+        deployment = services.deployment_cancel(
+            deployment=deployment, actor=request.user, source_ip=client_ip(request)
+        )
+        return Response(DeploymentSerializer(deployment).data, status=status.HTTP_202_ACCEPTED)

@@ -1,0 +1,29 @@
+"""One FilterSet for deployments, shared by the API list and the topology page."""
+
+from __future__ import annotations
+
+import django_filters
+
+from deployments.models import Deployment, Kind, State
+
+
+class DeploymentFilterSet(django_filters.FilterSet):
+    topology = django_filters.NumberFilter(field_name="topology_id", help_text="Topology id.")
+    state = django_filters.MultipleChoiceFilter(choices=State.choices)
+    kind = django_filters.MultipleChoiceFilter(choices=Kind.choices)
+    active = django_filters.BooleanFilter(method="filter_active", label="Only running deployments")
+
+    class Meta:
+        model = Deployment
+        fields = ["topology", "state", "kind", "active"]
+
+    def filter_active(
+        self, queryset: django_filters.FilterSet, name: str, value: bool | None
+    ) -> django_filters.FilterSet:
+        from deployments.models import ACTIVE_STATES
+
+        if value is None:
+            return queryset
+        return (
+            queryset.filter(state__in=ACTIVE_STATES) if value else queryset.exclude(state__in=ACTIVE_STATES)
+        )

@@ -1,0 +1,89 @@
+"""Pure facts about a revision's manifests: pods it runs, what it asks of the nodes, what to prune."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kube.labels import MANAGED_BY, MANAGED_BY_VALUE, TOPOLOGY
+
+Manifest = Mapping[str, Any]
+POD_WORKLOADS = {"Deployment", "StatefulSet", "ReplicaSet"}
+
+
+def object_key(obj: Manifest) -> tuple[str, str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (
+        str(obj.get("apiVersion", "")),
+        str(obj.get("kind", "")),
+        str(meta.get("namespace") or ""),
+        str(meta["name"]),
+    )
+
+
+def key_text(key: tuple[str, str, str, str]) -> str:
+    return f"{key[1]}/{key[3]}"
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _pod_templates(obj: Manifest) -> list[tuple[int, Mapping[str, Any]]]:
+    """(pod count, pod spec) pairs for one workload object; empty for objects that run no pods."""
+    kind = obj.get("kind")
+    spec = obj.get("spec") or {}
+    if kind in POD_WORKLOADS:
+        return [(_int(spec.get("replicas"), 1), (spec.get("template") or {}).get("spec") or {})]
+    if kind == "ModelServing":
+        groups = _int(spec.get("replicas"), 1)
+        out: list[tuple[int, Mapping[str, Any]]] = []
+        for role in (spec.get("template") or {}).get("roles") or []:
+            replicas = _int(role.get("replicas"), 1) * groups
+            out.append((replicas, (role.get("entryTemplate") or {}).get("spec") or {}))
+            if role.get("workerTemplate"):
+                workers = _int(role.get("workerReplicas"), 0)
+                out.append((replicas * workers, (role.get("workerTemplate") or {}).get("spec") or {}))
+        return out
+    return []
+
+
+def expected_pods(manifests: Iterable[Manifest]) -> int:
+    """How many pods the revision runs once everything is Ready."""
+    return sum(count for obj in manifests for count, _ in _pod_templates(obj))
+
+
+def requested_resources(manifests: Iterable[Manifest]) -> dict[str, int]:
+    """Total extended-resource requests (accelerators) over every pod of the revision."""
+    totals: dict[str, int] = {}
+    for obj in manifests:
+        for count, pod_spec in _pod_templates(obj):
+            for container in pod_spec.get("containers") or []:
+                resources = container.get("resources") or {}
+                asked = resources.get("requests") or resources.get("limits") or {}
+                for name, value in asked.items():
+                    if "/" in name:
+                        totals[name] = totals.get(name, 0) + _int(value, 0) * count
+    return totals
+
+
+def prune_keys(old: Iterable[Manifest], new: Iterable[Manifest]) -> list[tuple[str, str, str, str]]:
+    """Objects of the old revision that the new one no longer has, in delete order (reverse of apply)."""
+    keep = {object_key(obj) for obj in new}
+    seen: list[tuple[str, str, str, str]] = []
+    for obj in old:
+        key = object_key(obj)
+        if key not in keep and key not in seen:
+            seen.append(key)
+    return list(reversed(seen))
+
+
+def owned_by_topology(obj: Mapping[str, Any] | None, topology_id: int) -> bool:
+    """True when a live object carries Tandem's labels for this topology (safe to delete)."""
+    if not obj:
+        return False
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get(MANAGED_BY) == MANAGED_BY_VALUE and labels.get(TOPOLOGY) == str(topology_id)

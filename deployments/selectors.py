@@ -1,0 +1,94 @@
+"""Reads: deployment lists, one deployment with its steps, orphans, and the topology page's panel."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from deployments.models import ACTIVE_STATES, Deployment
+
+if TYPE_CHECKING:
+    from topologies.models import Topology
+
+
+def deployment_list() -> QuerySet[Deployment]:
+    return Deployment.objects.select_related("revision", "rolled_back_to", "requested_by").order_by(
+        "-created", "-id"
+    )
+
+
+def deployment_get(deployment_id: int) -> Deployment:
+    return deployment_list().prefetch_related("steps").get(pk=deployment_id)
+
+
+def active_deployment(topology: Topology) -> Deployment | None:
+    return deployment_list().filter(topology=topology, state__in=ACTIVE_STATES).first()
+
+
+def orphaned_deployments() -> QuerySet[Deployment]:
+    """Active jobs whose worker stopped beating, or queued jobs nobody picked up."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=float(getattr(settings, "DEPLOY_HEARTBEAT_STALE_SECONDS", 60)))
+    return Deployment.objects.filter(state__in=ACTIVE_STATES).filter(
+        Q(heartbeat__lt=stale) | Q(heartbeat__isnull=True, created__lt=stale)
+    )
+
+
+def topology_pods(topology: Topology) -> list[dict[str, Any]]:
+    """Pods of the topology by role, read live from the cluster (empty when unreachable)."""
+    import kube
+    from clusters.selectors import cluster_connection
+    from kube.labels import REVISION, ROLE, topology_selector
+
+    try:
+        pods = kube.list_pods(
+            cluster_connection(topology.cluster), topology.namespace, topology_selector(topology.pk)
+        )
+    except kube.KubeError:
+        return []
+    rows = []
+    for pod in pods:
+        state = (
+            "terminating" if pod.deletion_pending else ("ready" if pod.ready else (pod.reason or pod.phase))
+        )
+        rows.append(
+            {
+                "name": pod.name,
+                "role": pod.labels.get(ROLE) or pod.labels.get("modelserving.volcano.sh/role") or "other",
+                "revision": pod.labels.get(REVISION, ""),
+                "state": state,
+                "state_class": state.lower().replace(" ", "-"),
+                "restarts": pod.restarts,
+                "node": pod.node,
+                "ip": pod.ip,
+            }
+        )
+    order = {"prefill": 0, "decode": 1}
+    return sorted(rows, key=lambda r: (order.get(str(r["role"]), 2), str(r["name"])))
+
+
+def topology_panel_context(topology: Topology, request: Any = None) -> dict[str, Any]:
+    """Context for the deployments panel on the topology detail page."""
+    deployments = list(deployment_list().filter(topology=topology).prefetch_related("steps")[:10])
+    latest = deployments[0] if deployments else None
+    revisions = list(topology.revisions.order_by("-number").values_list("number", flat=True)[:50])
+    user = getattr(request, "user", None)
+    can_operate = bool(
+        user is not None and getattr(user, "is_authenticated", False) and user.has_role("operator")
+    )
+    spec_roles = (topology.spec or {}).get("roles", {})
+    return {
+        "topology": topology,
+        "deployments": deployments,
+        "latest": latest,
+        "active": latest if latest is not None and latest.is_active else None,
+        "revisions": revisions,
+        "pods": topology_pods(topology),
+        "roles": {name: (spec_roles.get(name) or {}).get("replicas") for name in ("prefill", "decode")},
+        "drift": topology.drift_detail or {},
+        "can_deploy": can_operate,
+    }
