@@ -253,10 +253,13 @@ CELERY_TASK_TIME_LIMIT = CELERY_TASK_SOFT_TIME_LIMIT + 60
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "topologies.tasks.*": {"queue": "deploy"},
+    "deployments.tasks.*": {"queue": "deploy"},
     "clusters.tasks.*": {"queue": "inventory"},
     "telemetry.tasks.*": {"queue": "telemetry"},
 }
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# An unacknowledged task (its worker died) is redelivered after this many seconds.
+CELERY_VISIBILITY_TIMEOUT = env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1)
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Each app contributes its periodic work here; intervals are seconds.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
@@ -268,6 +271,25 @@ CELERY_BEAT_SCHEDULE["controlplane-heartbeat"] = {
     "task": "controlplane.tasks.heartbeat",
     "schedule": float(HEARTBEAT_INTERVAL_SECONDS),
     "options": {"expires": float(HEARTBEAT_INTERVAL_SECONDS)},
+}
+# Deployments: how long to wait for Ready, whether a failed deploy returns to the last good revision,
+# and when a deploy worker that stopped beating is presumed dead (its job is then resumed).
+DEPLOY_READY_TIMEOUT_SECONDS = env_int("DEPLOY_READY_TIMEOUT_SECONDS", 600, minimum=1)
+DEPLOY_AUTO_ROLLBACK = env_bool("DEPLOY_AUTO_ROLLBACK", True)
+DEPLOY_FAIL_FAST_SECONDS = env_int("DEPLOY_FAIL_FAST_SECONDS", 20, minimum=0)
+DEPLOY_POLL_SECONDS = float(env_str("DEPLOY_POLL_SECONDS", "1"))
+DEPLOY_HEARTBEAT_STALE_SECONDS = env_int("DEPLOY_HEARTBEAT_STALE_SECONDS", 60, minimum=1)
+DEPLOY_MAX_ATTEMPTS = env_int("DEPLOY_MAX_ATTEMPTS", 5, minimum=1)
+DRIFT_CHECK_SECONDS = env_int("DRIFT_CHECK_SECONDS", 60, minimum=5)
+CELERY_BEAT_SCHEDULE["deployments-check-drift"] = {
+    "task": "deployments.tasks.check_drift",
+    "schedule": float(DRIFT_CHECK_SECONDS),
+    "options": {"expires": float(DRIFT_CHECK_SECONDS)},
+}
+CELERY_BEAT_SCHEDULE["deployments-reap"] = {
+    "task": "deployments.tasks.reap_deployments",
+    "schedule": float(DEPLOY_HEARTBEAT_STALE_SECONDS),
+    "options": {"expires": float(DEPLOY_HEARTBEAT_STALE_SECONDS)},
 }
 TELEMETRY_INTERVAL_SECONDS = float(env_str("TELEMETRY_INTERVAL_SECONDS", "2"))
 if TELEMETRY_INTERVAL_SECONDS < 1:
