@@ -1,0 +1,380 @@
+"""One simulated engine (one pod): its scheduler, prefix cache, KV links, faults, metrics and log."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from sandbox.engine import links as L
+from sandbox.engine.config import PerfConfig
+from sandbox.engine.faults import FaultSet
+from sandbox.engine.metrics import EngineStats, Gauges, render
+from sandbox.engine.prefix_cache import PrefixCache
+from sandbox.engine.scheduler import Scheduler, Sequence
+from sandbox.engine.spec import EngineSpec
+from sandbox.engine.vllm_args import connector_family
+
+LOG_LINES = 300
+ROLES = ("prefill", "decode")
+
+
+class SimEngine:
+    def __init__(
+        self,
+        pod_key: str,
+        ip: str,
+        port: int,
+        spec: EngineSpec,
+        labels: dict[str, str],
+        cfg: PerfConfig,
+        lookup: Callable[[str], SimEngine | None],
+        store: PrefixCache | None,
+    ) -> None:
+        self.pod_key = pod_key
+        self.name = pod_key.rsplit("/", 1)[-1]
+        self.ip = ip
+        self.port = port
+        self.spec = spec
+        self.labels = labels
+        self.cfg = cfg
+        self.role = spec.role
+        self.family = connector_family(spec.kv_connector)
+        self._lookup = lookup
+        self.store = store  # the Mooncake Store this engine's master serves (shared by its clients)
+        self.stats = EngineStats()
+        self.cache = PrefixCache(cfg.num_gpu_blocks if cfg.prefix_caching else 0)
+        self.links = L.LinkTable()
+        self.faults = FaultSet()
+        self.log_lines: deque[str] = deque(maxlen=LOG_LINES)
+        self.started = time.monotonic()
+        self.crashed = False
+        self.draining = False
+        self.inflight = 0
+        self._next_id = 0
+        self.scheduler = Scheduler(
+            cfg, self.stats, self.cache, self._pull, self._after_lookup, self._after_prefill
+        )
+
+    # --- identity and state -------------------------------------------------------------------
+    @property
+    def address(self) -> str:
+        return f"{self.ip}:{self.port}"
+
+    @property
+    def monitored(self) -> bool:
+        return self.spec.engine != "mindie" or self.spec.env_dict().get("MIES_SERVICE_MONITOR_MODE") == "1"
+
+    def loaded(self) -> bool:
+        return time.monotonic() - self.started >= self.cfg.startup_seconds * self.cfg.time_scale
+
+    def healthy(self) -> bool:
+        return not self.crashed and not self.draining and self.loaded()
+
+    def new_request_id(self, prefix: str) -> str:
+        self._next_id += 1
+        return f"{prefix}-{self.name}-{self._next_id}"
+
+    def log(self, message: str, level: str = "INFO", source: str = "api_server.py") -> None:
+        stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime())
+        self.log_lines.append(f"{level} {stamp} [{source}] {message}")
+
+    def log_startup(self) -> None:
+        spec = self.spec
+        if spec.engine == "vllm":
+            self.log("vLLM API server version 0.10.1 (sandbox simulation)")
+            self.log(f"non-default args: {' '.join(spec.args)}", source="utils.py")
+            if spec.kv_connector:
+                kv_role = {"prefill": "kv_producer", "decode": "kv_consumer"}.get(self.role, "kv_both")
+                self.log(
+                    f"Creating v1 connector with name: {spec.kv_connector} and engine_id: {self.name}, "
+                    f"kv_role: {kv_role}",
+                    source="factory.py",
+                )
+            if spec.mooncake_master:
+                self.log(
+                    f"Mooncake Store client connected to master {spec.mooncake_master}",
+                    source="mooncake_store.py",
+                )
+            self.log(
+                f"# GPU blocks: {self.cfg.num_gpu_blocks}, block size: {self.cfg.block_size}",
+                source="kv_cache_utils.py",
+            )
+            self.log(f"Starting vLLM API server 0 on http://{self.address}", source="launcher.py")
+            self.log("Application startup complete.", source="uvicorn")
+        elif spec.engine == "sglang":
+            self.log(
+                f"server_args=ServerArgs(model_path={spec.model!r}, port={self.port}, disaggregation_mode="
+                f"{ {'prefill': 'prefill', 'decode': 'decode'}.get(self.role, 'null')!r})",
+                source="server_args.py",
+            )
+            self.log(
+                f"The server is fired up and ready to roll! (http://{self.address})", source="http_server.py"
+            )
+        else:
+            self.log(
+                f"MindIE-Service daemon start, role={self.role}, port={self.port}",
+                source="mindieservice_daemon",
+            )
+            if not self.monitored:
+                self.log(
+                    "service monitor is disabled (set MIES_SERVICE_MONITOR_MODE=1 for /metrics)", "WARNING"
+                )
+            self.log("Daemon start success!", source="mindieservice_daemon")
+
+    # --- metrics ------------------------------------------------------------------------------
+    def metrics_text(self) -> str:
+        self.scheduler.expire_held()
+        gauges = Gauges(
+            running=self.scheduler.num_running,
+            waiting=self.scheduler.num_waiting,
+            kv_usage=self.scheduler.kv_usage,
+            pulling=self.scheduler.num_pulling,
+            block_size=self.cfg.block_size,
+            num_gpu_blocks=self.cfg.num_gpu_blocks,
+        )
+        return render(
+            self.spec.engine,
+            self.role,
+            self.spec.model,
+            self.family,
+            self.store is not None,
+            self.stats,
+            gauges,
+        )
+
+    # --- the external KV store (Mooncake Store) -----------------------------------------------
+    def _after_lookup(self, seq: Sequence) -> None:
+        if self.store is None:
+            return
+        start = seq.cached_tokens // self.cfg.block_size
+        self.stats.external_queries += seq.prompt_len - seq.cached_tokens
+        found = self.store.match(seq.hashes, start=start)
+        tokens = min(found * self.cfg.block_size, max(0, seq.prompt_len - 1 - seq.cached_tokens))
+        if tokens <= 0:
+            self.stats.observe_store("get", "miss", self.cfg.kv_latency_ms / 1000)
+            return
+        seconds = self.cfg.transfer_seconds(tokens * self.cfg.kv_bytes_per_token)
+        self.stats.external_hits += tokens
+        self.stats.observe_store("get", "success", seconds)
+        seq.computed += tokens
+        seq.cached_tokens += tokens
+        seq.extra_seconds += seconds
+
+    def _after_prefill(self, seq: Sequence) -> None:
+        if self.store is not None and seq.hashes:
+            self.store.insert(seq.hashes)
+            seconds = self.cfg.transfer_seconds(
+                len(seq.hashes) * self.cfg.block_size * self.cfg.kv_bytes_per_token
+            )
+            self.stats.observe_store("put", "success", seconds)
+
+    # --- KV pull over a link (decode side) ----------------------------------------------------
+    async def _pull(self, seq: Sequence) -> bool:
+        params = seq.remote or {}
+        address = f"{params.get('remote_host')}:{params.get('remote_port')}"
+        peer = self._lookup(address)
+        peer_name = str(params.get("remote_engine_id") or (peer.name if peer else address))
+        started = time.monotonic()
+        self.stats.external_queries += seq.prompt_len
+        fault = self.faults.link_fault(peer_name) or (peer.faults.link_fault(self.name) if peer else None)
+        link = self.links.get(peer_name)
+        if peer is None or peer.crashed:
+            return self._pull_failed(
+                seq,
+                peer,
+                peer_name,
+                address,
+                L.LLM_LINK_FAILED,
+                f"link to {peer_name} ({address}) failed: connection refused",
+            )
+        if fault is not None and fault.kind == "link_down":
+            await asyncio.sleep(self.cfg.kv_timeout_ms / 1000 * self.cfg.time_scale)
+            status = L.LLM_WAIT_PROCESS_TIMEOUT if link is not None else L.LLM_LINK_FAILED
+            return self._pull_failed(
+                seq,
+                peer,
+                peer_name,
+                address,
+                status,
+                f"pull_cache from {peer_name} timed out after {self.cfg.kv_timeout_ms:.0f} ms",
+            )
+        if link is None or not link.usable:
+            link = self._open_link(peer_name, peer)
+            self.log(f"KV link to {peer_name} ({address}) established", source="kv_connector")
+        held = peer.scheduler.release_held(str(params.get("request_id") or ""))
+        if held is None:
+            self.stats.failed_recvs += 1
+            link.record_failure(
+                L.LLM_KV_CACHE_NOT_EXIST, f"no KV cache for request {params.get('request_id')}"
+            )
+            seq.error = (
+                f"LLM_KV_CACHE_NOT_EXIST: {peer_name} holds no KV for request {params.get('request_id')}"
+            )
+            self.log(seq.error, "WARNING", "kv_connector")
+            return False
+        num_bytes = held.prompt_len * self.cfg.kv_bytes_per_token
+        slow = fault if fault is not None and fault.kind == "link_slow" else None
+        seconds = self.cfg.transfer_seconds(
+            num_bytes, slow.factor if slow else 1.0, slow.delay_ms if slow else 0.0
+        )
+        await asyncio.sleep(seconds * self.cfg.time_scale)
+        elapsed = time.monotonic() - started
+        link.record_success(elapsed, num_bytes)
+        serve = peer.links.get(self.name)
+        if serve is not None:
+            serve.record_success(elapsed, num_bytes)
+        self.stats.observe_transfer(elapsed, num_bytes)
+        self.stats.external_hits += seq.prompt_len
+        if self.cfg.prefix_caching:
+            self.cache.insert(seq.hashes)
+        return True
+
+    def _pull_failed(
+        self, seq: Sequence, peer: SimEngine | None, peer_name: str, address: str, status: str, error: str
+    ) -> bool:
+        link = self.links.get(peer_name) or self.links.open(peer_name, address, "pull", status)
+        link.record_failure(status, error)
+        if peer is not None:
+            serve = peer.links.get(self.name)
+            if serve is not None:
+                serve.record_failure(status, error)
+        self.stats.failed_transfers += 1
+        seq.error = f"{status}: {error}"
+        self.log(f"KV transfer failed: {error} ({status})", "ERROR", "kv_connector")
+        return False
+
+    def _open_link(self, peer_name: str, peer: SimEngine) -> L.Link:
+        link = self.links.open(peer_name, peer.address, "pull")
+        peer.links.open(self.name, self.address, "serve")
+        return link
+
+    # --- the admin API ------------------------------------------------------------------------
+    def link_table(self) -> dict[str, Any]:
+        rows = []
+        for link in self.links.open_links():
+            observed = None
+            if self.faults.link_fault(link.peer, consume=False) is not None and link.status == L.LLM_SUCCESS:
+                fault = self.faults.link_fault(link.peer, consume=False)
+                if fault is not None and fault.kind == "link_down":
+                    observed = L.LLM_WAIT_PROCESS_TIMEOUT
+            peer = self._lookup(link.peer_address)
+            if observed is None and peer is not None and link.status == L.LLM_SUCCESS:
+                fault = peer.faults.link_fault(self.name, consume=False)
+                if fault is not None and fault.kind == "link_down":
+                    observed = L.LLM_WAIT_PROCESS_TIMEOUT
+            if observed is None and link.status == L.LLM_SUCCESS and (peer is None or peer.crashed):
+                observed = L.LLM_LINK_FAILED
+            rows.append(link.as_dict(observed))
+        return {
+            "pod": self.name,
+            "address": self.address,
+            "engine": self.spec.engine,
+            "role": self.role,
+            "kv_connector": self.spec.kv_connector,
+            "cluster_id": L.cluster_id(self.name),
+            "links": rows,
+        }
+
+    async def link_to(self, targets: list[str], timeout_ms: float) -> tuple[str, list[dict[str, str]]]:
+        """Open links to prefill peers (by pod name or ip:port); (ret, per-peer codes) like link_clusters."""
+        if self.role == "prefill":
+            return L.LLM_FEATURE_NOT_ENABLED, [
+                {
+                    "peer": t,
+                    "status": L.LLM_FEATURE_NOT_ENABLED,
+                    "message": "only the decode side opens links; this is a prefill (PROMPT) instance",
+                }
+                for t in targets
+            ]
+        results: list[dict[str, str]] = []
+        for target in targets:
+            peer = self._lookup(target)
+            name = peer.name if peer else target
+            existing = self.links.get(name)
+            if peer is None or peer.crashed:
+                results.append(
+                    {"peer": name, "status": L.LLM_LINK_FAILED, "message": f"{target} is not reachable"}
+                )
+                continue
+            if peer.role == "decode":
+                results.append(
+                    {
+                        "peer": name,
+                        "status": L.LLM_LINK_FAILED,
+                        "message": f"{name} is a decode instance; link to prefill instances",
+                    }
+                )
+                continue
+            fault = self.faults.link_fault(name, consume=False) or peer.faults.link_fault(
+                self.name, consume=False
+            )
+            if fault is not None and fault.kind == "link_down":
+                await asyncio.sleep(min(timeout_ms, self.cfg.kv_timeout_ms) / 1000 * self.cfg.time_scale)
+                link = existing or self.links.open(name, peer.address, "pull", L.LLM_LINK_FAILED)
+                link.record_failure(L.LLM_LINK_FAILED, f"link_clusters to {name} timed out")
+                results.append(
+                    {"peer": name, "status": L.LLM_LINK_FAILED, "message": "link set-up timed out"}
+                )
+                continue
+            if existing is not None and existing.usable:
+                results.append({"peer": name, "status": L.LLM_EXIST_LINK, "message": "already linked"})
+                continue
+            self._open_link(name, peer)
+            self.log(
+                f"link_clusters: linked to {name} ({peer.address}) cluster_id={L.cluster_id(name)}",
+                source="llm_datadist",
+            )
+            results.append({"peer": name, "status": L.LLM_SUCCESS, "message": "linked"})
+        ok = all(r["status"] in (L.LLM_SUCCESS, L.LLM_EXIST_LINK) for r in results)
+        return (L.LLM_SUCCESS if ok else L.LLM_LINK_FAILED), results
+
+    def unlink(self, target: str) -> bool:
+        peer = self._lookup(target)
+        name = peer.name if peer else target
+        link = self.links.close(name)
+        if link is None:
+            for candidate in self.links.open_links():
+                if candidate.peer_address == target:
+                    link = self.links.close(candidate.peer)
+                    name = candidate.peer
+                    break
+        if link is None:
+            return False
+        other = peer or self._lookup(link.peer_address)
+        if other is not None:
+            other.links.close(self.name)
+        self.log(f"unlink_clusters: unlinked {name}", source="llm_datadist")
+        return True
+
+    def switch_role(self, role: str) -> tuple[int, dict[str, Any]]:
+        if role == self.role:
+            return 200, {"ret": L.LLM_SUCCESS, "role": role, "previous_role": role}
+        if self.role == "both":
+            return 409, {
+                "ret": L.LLM_FEATURE_NOT_ENABLED,
+                "message": "a mixed (prefill+decode) instance has no role to switch",
+            }
+        if len(self.links):
+            peers = sorted(link.peer for link in self.links.open_links())
+            return 409, {
+                "ret": L.LLM_EXIST_LINK,
+                "links": peers,
+                "message": f"unlink {', '.join(peers)} first (DELETE /kv/links/<peer>)",
+            }
+        previous = self.role
+        self.role = role
+        self.scheduler.drop_all_held()
+        self.log(f"switch_role: {previous} -> {role}", source="llm_datadist")
+        return 200, {"ret": L.LLM_SUCCESS, "role": role, "previous_role": previous}
+
+    def crash(self) -> None:
+        self.crashed = True
+        self.log("EngineCore encountered a fatal error.", "ERROR", "core.py")
+        self.log(
+            "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
+            "ERROR",
+            "async_llm.py",
+        )

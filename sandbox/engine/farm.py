@@ -1,0 +1,179 @@
+"""All simulated engines of one sandbox process, on its running asyncio loop.
+
+The kubelet calls `start(pod_key, ip, spec, labels)` for each scheduled pod: the engine listens on
+`ip:spec.port` (port 0 picks a free port; `address(pod_key)` tells which), and `stop(pod_key, grace)`
+when the pod goes: the socket closes at once, in-flight requests get up to `grace_seconds` to finish,
+then the rest are aborted. `start` raises `EngineArgumentError` when the engine refuses its
+configuration (the message is also the pod's last log line) and `OSError` when the address is taken.
+Engines with the same Mooncake master share one Mooncake Store (a cross-instance KV pool).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+
+from aiohttp import web
+
+from sandbox.engine.app import build_app
+from sandbox.engine.config import perf_config
+from sandbox.engine.engine import SimEngine
+from sandbox.engine.prefix_cache import PrefixCache
+from sandbox.engine.spec import EngineArgumentError, EngineSpec
+
+STORE_BLOCKS = 262_144
+KEPT_LOGS = 2000
+
+
+class EngineFarm:
+    def __init__(self, process_env: Mapping[str, str] | None = None) -> None:
+        self._env = dict(os.environ if process_env is None else process_env)
+        self._engines: dict[str, SimEngine] = {}
+        self._sites: dict[str, web.TCPSite] = {}
+        self._by_socket: dict[tuple[str, int], SimEngine] = {}
+        self._by_address: dict[str, SimEngine] = {}
+        self._stores: dict[str, PrefixCache] = {}
+        self._old_logs: OrderedDict[str, list[str]] = OrderedDict()
+        self._runner: web.AppRunner | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    async def _ensure_runner(self) -> web.AppRunner:
+        if self._runner is None:
+            runner = web.AppRunner(
+                build_app(self._resolve, self._on_crash), access_log=None, handle_signals=False
+            )
+            await runner.setup()
+            self._runner = runner
+        return self._runner
+
+    async def start(self, pod_key: str, ip: str, spec: EngineSpec, labels: dict[str, str]) -> None:
+        if pod_key in self._engines:
+            await self.stop(pod_key, 0)
+        try:
+            cfg = perf_config(spec, self._env)
+        except EngineArgumentError as exc:
+            self._keep_logs(pod_key, [str(exc)])
+            raise
+        runner = await self._ensure_runner()
+        store = None
+        if spec.mooncake_master:
+            store = self._stores.setdefault(spec.mooncake_master, PrefixCache(STORE_BLOCKS))
+        engine = SimEngine(pod_key, ip, spec.port, spec, dict(labels), cfg, self.lookup, store)
+        site = web.TCPSite(runner, ip, spec.port, reuse_address=True, backlog=1024)
+        try:
+            await site.start()
+        except OSError as exc:
+            line = (
+                f"ERROR: [Errno {exc.errno}] error while attempting to bind on address ('{ip}', {spec.port})"
+            )
+            self._keep_logs(pod_key, [*engine.log_lines, line])
+            raise
+        server = getattr(site, "_server", None)
+        if server is not None and server.sockets:
+            engine.port = int(server.sockets[0].getsockname()[1])
+        engine.started = time.monotonic()
+        engine.log_startup()
+        self._engines[pod_key] = engine
+        self._sites[pod_key] = site
+        self._by_socket[(ip, engine.port)] = engine
+        self._by_address[engine.address] = engine
+
+    async def stop(self, pod_key: str, grace_seconds: float) -> None:
+        engine = self._engines.get(pod_key)
+        if engine is None:
+            return
+        engine.draining = True
+        engine.log("Shutting down: no new requests; draining in-flight requests", source="launcher.py")
+        site = self._sites.pop(pod_key, None)
+        if site is not None:
+            await site.stop()
+        deadline = time.monotonic() + max(0.0, grace_seconds)
+        while engine.inflight > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if engine.inflight:
+            engine.log(
+                f"Grace period over: aborting {engine.inflight} in-flight requests", "WARNING", "launcher.py"
+            )
+        await engine.scheduler.close()
+        for peer_link in engine.links.open_links():
+            peer = self._by_address.get(peer_link.peer_address)
+            if peer is not None:
+                peer.links.close(engine.name)
+        engine.log("Finished server process", source="uvicorn")
+        self._engines.pop(pod_key, None)
+        if self._by_socket.get((engine.ip, engine.port)) is engine:
+            del self._by_socket[(engine.ip, engine.port)]
+        if self._by_address.get(engine.address) is engine:
+            del self._by_address[engine.address]
+        self._keep_logs(pod_key, list(engine.log_lines))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(self.stop(key, 0) for key in list(self._engines)))
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # --- queries ------------------------------------------------------------------------------
+    def is_healthy(self, pod_key: str) -> bool:
+        engine = self._engines.get(pod_key)
+        return engine is not None and engine.healthy()
+
+    def has_crashed(self, pod_key: str) -> bool:
+        engine = self._engines.get(pod_key)
+        return engine is not None and engine.crashed
+
+    def logs(self, pod_key: str) -> list[str]:
+        engine = self._engines.get(pod_key)
+        if engine is not None:
+            return list(engine.log_lines)
+        return list(self._old_logs.get(pod_key, []))
+
+    def address(self, pod_key: str) -> tuple[str, int] | None:
+        engine = self._engines.get(pod_key)
+        return (engine.ip, engine.port) if engine else None
+
+    def role(self, pod_key: str) -> str | None:
+        """The engine's current role (it changes with `POST /kv/switch_role`)."""
+        engine = self._engines.get(pod_key)
+        return engine.role if engine else None
+
+    def engine(self, pod_key: str) -> SimEngine | None:
+        return self._engines.get(pod_key)
+
+    def __len__(self) -> int:
+        return len(self._engines)
+
+    def lookup(self, target: str) -> SimEngine | None:
+        """An engine by `ip:port` or by pod name (`name` or `namespace/name`)."""
+        if target in self._by_address:
+            return self._by_address[target]
+        if target in self._engines:
+            return self._engines[target]
+        for engine in self._engines.values():
+            if engine.name == target:
+                return engine
+        return None
+
+    # --- internals ----------------------------------------------------------------------------
+    def _resolve(self, request: web.Request) -> SimEngine | None:
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        if not sockname:
+            return None
+        return self._by_socket.get((sockname[0], sockname[1]))
+
+    def _on_crash(self, engine: SimEngine) -> None:
+        site = self._sites.pop(engine.pod_key, None)
+        if site is not None:
+            asyncio.get_running_loop().create_task(site.stop())
+        engine.scheduler.drop_all_held()
+        for seq in list(engine.scheduler.running) + list(engine.scheduler.waiting):
+            engine.scheduler.abort(seq, "EngineDeadError: EngineCore encountered an issue.")
+
+    def _keep_logs(self, pod_key: str, lines: list[str]) -> None:
+        self._old_logs[pod_key] = lines
+        self._old_logs.move_to_end(pod_key)
+        while len(self._old_logs) > KEPT_LOGS:
+            self._old_logs.popitem(last=False)

@@ -1,0 +1,185 @@
+"""OpenAI-compatible request parsing and response bodies, shaped like vLLM's."""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox.engine.tokens import chat_prompt, filler
+
+
+class RequestError(Exception):
+    def __init__(
+        self, status: int, message: str, param: str | None = None, kind: str = "BadRequestError"
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.param = param
+        self.kind = kind
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.status, str(self), self.kind, self.param)
+
+
+def error_body(status: int, message: str, kind: str, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": status}}
+
+
+@dataclass
+class CompletionRequest:
+    chat: bool
+    model: str
+    prompt: str
+    max_tokens: int | None
+    stream: bool
+    include_usage: bool
+    kv_transfer_params: dict[str, Any] | None
+
+
+def parse_request(body: Any, chat: bool, served: tuple[str, ...]) -> CompletionRequest:
+    if not isinstance(body, dict):
+        raise RequestError(400, "The request body must be a JSON object.")
+    model = body.get("model")
+    if model is not None and model not in served:
+        raise RequestError(404, f"The model `{model}` does not exist.", "model", "NotFoundError")
+    if chat:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+            raise RequestError(
+                400, "messages: Field required (a non-empty list of {role, content} objects)", "messages"
+            )
+        prompt = chat_prompt(messages)
+    else:
+        raw = body.get("prompt")
+        if isinstance(raw, list) and raw and all(isinstance(p, str) for p in raw):
+            prompt = " ".join(raw)
+        elif isinstance(raw, str):
+            prompt = raw
+        else:
+            raise RequestError(400, "prompt: Field required (a string or a list of strings)", "prompt")
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None and (
+        not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+    ):
+        raise RequestError(400, f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise RequestError(400, "stream: Input should be a valid boolean", "stream")
+    options = body.get("stream_options") or {}
+    params = body.get("kv_transfer_params")
+    if params is not None and not isinstance(params, dict):
+        raise RequestError(400, "kv_transfer_params must be an object", "kv_transfer_params")
+    return CompletionRequest(
+        chat=chat,
+        model=str(model or served[0]),
+        prompt=prompt,
+        max_tokens=max_tokens,
+        stream=stream,
+        include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
+        kv_transfer_params=params,
+    )
+
+
+def natural_length(prompt: str) -> int:
+    """How many tokens the model "wants" to say when no max_tokens is given (deterministic)."""
+    return 16 + zlib.crc32(prompt.encode()) % 113
+
+
+def usage(prompt_tokens: int, completion_tokens: int, cached: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+def full_response(
+    req: CompletionRequest,
+    request_id: str,
+    text: str,
+    finish_reason: str | None,
+    usage_body: dict[str, Any],
+    kv_params: dict[str, Any] | None,
+) -> dict[str, Any]:
+    created = int(time.time())
+    if req.chat:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": text, "tool_calls": []},
+            "logprobs": None,
+            "finish_reason": finish_reason,
+            "stop_reason": None,
+        }
+        body = {"id": f"chatcmpl-{request_id}", "object": "chat.completion", "created": created}
+    else:
+        choice = {
+            "index": 0,
+            "text": text,
+            "logprobs": None,
+            "finish_reason": finish_reason,
+            "stop_reason": None,
+        }
+        body = {"id": f"cmpl-{request_id}", "object": "text_completion", "created": created}
+    body.update({"model": req.model, "choices": [choice], "usage": usage_body})
+    if kv_params is not None:
+        body["kv_transfer_params"] = kv_params
+    return body
+
+
+class ChunkWriter:
+    """Server-sent-event chunks for one streamed completion."""
+
+    def __init__(self, req: CompletionRequest, request_id: str) -> None:
+        self.req = req
+        self.id = f"chatcmpl-{request_id}" if req.chat else f"cmpl-{request_id}"
+        self.object = "chat.completion.chunk" if req.chat else "text_completion"
+        self.created = int(time.time())
+        self.sent_role = False
+
+    def _event(self, choices: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> bytes:
+        body: dict[str, Any] = {
+            "id": self.id,
+            "object": self.object,
+            "created": self.created,
+            "model": self.req.model,
+            "choices": choices,
+        }
+        if extra:
+            body.update(extra)
+        return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
+
+    def tokens(self, start: int, count: int, finish_reason: str | None) -> bytes:
+        out = b""
+        for index in range(count):
+            last = index == count - 1
+            reason = finish_reason if last else None
+            text = filler(start + index, 1)
+            if self.req.chat:
+                delta: dict[str, Any] = {"content": text}
+                if not self.sent_role:
+                    delta["role"] = "assistant"
+                    self.sent_role = True
+                choice: dict[str, Any] = {
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": None,
+                    "finish_reason": reason,
+                }
+            else:
+                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
+            out += self._event([choice])
+        return out
+
+    def usage(self, usage_body: dict[str, Any]) -> bytes:
+        return self._event([], {"usage": usage_body})
+
+    def error(self, status: int, message: str) -> bytes:
+        return b"data: " + json.dumps(error_body(status, message, "InternalServerError")).encode() + b"\n\n"
+
+    @staticmethod
+    def done() -> bytes:
+        return b"data: [DONE]\n\n"
