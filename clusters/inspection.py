@@ -9,13 +9,17 @@ import kube
 from clusters.checks import REQUIRED_ACCESS, CheckFacts
 from clusters.credentials import ConnectionResult, Credentials, field_for
 from kube.client import PROBE_TIMEOUT
+from kube.retry import RetryPolicy
+
+# A person waits on the probe: one quick retry at most.
+PROBE_POLICY = RetryPolicy(max_attempts=2, base_delay=0.2, max_delay=0.5)
 
 
 def probe(conn: kube.ClusterConnection) -> ConnectionResult:
     """Version plus one authenticated call, with short timeouts: can Tandem use these credentials at all?"""
     started = time.monotonic()
     try:
-        version = kube.get_version(conn, timeout=PROBE_TIMEOUT)
+        version = kube.get_version(conn, timeout=PROBE_TIMEOUT, policy=PROBE_POLICY)
         latency = (time.monotonic() - started) * 1000
         kube.access_review(conn, [("list", "", "pods", None)], timeout=PROBE_TIMEOUT)
     except kube.KubeError as exc:

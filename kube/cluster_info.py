@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,6 +10,7 @@ from kubernetes.utils import parse_quantity
 
 from kube.client import PROBE_TIMEOUT, ClusterConnection, request
 from kube.errors import KubeError
+from kube.retry import DEFAULT_POLICY, RetryPolicy
 
 # Resource names with a slash that are not accelerators.
 _STANDARD_DOMAINS = ("kubernetes.io", "k8s.io")
@@ -46,9 +48,17 @@ class NodeInfo:
         return sorted(set(self.capacity) | set(self.allocatable))
 
 
-def get_version(conn: ClusterConnection, *, timeout: tuple[float, float] = PROBE_TIMEOUT) -> str:
+def get_version(
+    conn: ClusterConnection,
+    *,
+    timeout: tuple[float, float] = PROBE_TIMEOUT,
+    policy: RetryPolicy = DEFAULT_POLICY,
+) -> str:
     """``gitVersion`` from ``/version`` (e.g. "v1.31.2")."""
-    data = request(conn, "GET", "/version", action="read the version", timeout=timeout).json() or {}
+    data = (
+        request(conn, "GET", "/version", action="read the version", timeout=timeout, policy=policy).json()
+        or {}
+    )
     return str(data.get("gitVersion") or f"v{data.get('major', '?')}.{data.get('minor', '?')}")
 
 
@@ -79,7 +89,7 @@ class AccessResult:
 
 def access_review(
     conn: ClusterConnection,
-    checks: list[tuple[str, str, str, str | None]] | list[AccessCheck],
+    checks: Sequence[tuple[str, str, str, str | None] | AccessCheck],
     *,
     timeout: tuple[float, float] | None = None,
 ) -> dict[AccessCheck, AccessResult]:

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from clusters.checks import KTHENA_CRDS, REQUIRED_ACCESS, CheckFacts, assess
+
+
+def _perms(denied: set[str] = frozenset()):
+    return [
+        {"label": n.label(), "kthena": n.kthena, "allowed": n.label() not in denied} for n in REQUIRED_ACCESS
+    ]
+
+
+def test_unreachable_carries_the_error_in_words():
+    state, message = assess(
+        CheckFacts(reachable=False, error="cannot reach https://x:6443: connection refused")
+    )
+    assert state == "unreachable"
+    assert message == "cannot reach https://x:6443: connection refused"
+
+
+def test_healthy_needs_permissions_and_a_ready_node():
+    facts = CheckFacts(
+        reachable=True, crds=set(KTHENA_CRDS), permissions=_perms(), nodes_total=4, nodes_ready=4
+    )
+    assert assess(facts) == ("healthy", "")
+    assert facts.kthena_installed is True
+
+
+def test_missing_permission_degrades_and_names_it():
+    facts = CheckFacts(
+        reachable=True,
+        crds=set(KTHENA_CRDS),
+        permissions=_perms({"delete services"}),
+        nodes_total=1,
+        nodes_ready=1,
+    )
+    state, message = assess(facts)
+    assert state == "degraded"
+    assert "may not delete services" in message
+
+
+def test_kthena_permissions_do_not_matter_without_kthena():
+    denied = {n.label() for n in REQUIRED_ACCESS if n.kthena}
+    facts = CheckFacts(reachable=True, crds=set(), permissions=_perms(denied), nodes_total=1, nodes_ready=1)
+    assert facts.kthena_installed is False
+    assert assess(facts) == ("healthy", "")
+
+
+def test_no_ready_nodes_degrades():
+    facts = CheckFacts(reachable=True, crds=set(), permissions=_perms(), nodes_total=3, nodes_ready=0)
+    assert assess(facts) == ("degraded", "none of the 3 nodes is Ready")
