@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from celery import shared_task
+from django.conf import settings
 
 from clusters.models import Cluster
 from clusters.services import check_due_clusters, cluster_check
@@ -17,6 +20,7 @@ def check_cluster(cluster_id: int) -> None:
 
 @shared_task(name="clusters.tasks.check_all_clusters", ignore_result=True)
 def check_all_clusters() -> None:
-    """Beat entry (every 60 s): queue a check for every cluster not checked in the last ~minute."""
-    for cluster_id in check_due_clusters():
+    """Beat entry (every CLUSTER_CHECK_SECONDS): queue a check for every cluster not checked lately."""
+    interval = float(getattr(settings, "CLUSTER_CHECK_SECONDS", 60))
+    for cluster_id in check_due_clusters(older_than=timedelta(seconds=interval * 0.8)):
         check_cluster.delay(cluster_id)

@@ -139,6 +139,17 @@ AUTH_PASSWORD_VALIDATORS = [
 # Brute-force protection: failures per (username, client address) within the window lock logins out.
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
 LOGIN_LOCKOUT_SECONDS = env_int("LOGIN_LOCKOUT_SECONDS", 900, minimum=1)
+# PBKDF2 work factor; unset means Django's default. Only test suites lower it (see Makefile).
+PASSWORD_HASH_ITERATIONS = env_int("PASSWORD_HASH_ITERATIONS", 0, minimum=0) or None
+if PASSWORD_HASH_ITERATIONS is not None and PASSWORD_HASH_ITERATIONS < 1000:
+    raise ConfigError("PASSWORD_HASH_ITERATIONS must be at least 1000 (or unset for the default)")
+PASSWORD_HASHERS = [
+    "accounts.hashers.TandemPBKDF2PasswordHasher",
+    "django.contrib.auth.hashers.PBKDF2SHA1PasswordHasher",
+    "django.contrib.auth.hashers.Argon2PasswordHasher",
+    "django.contrib.auth.hashers.BCryptSHA256PasswordHasher",
+    "django.contrib.auth.hashers.ScryptPasswordHasher",
+]
 # The lockout holds on every door that checks a password (login page, admin, API).
 AUTHENTICATION_BACKENDS = ["accounts.backends.LockoutModelBackend"]
 # X-Forwarded-For is believed only from these proxy addresses or networks (audit source IPs, lockouts).
@@ -294,6 +305,27 @@ CELERY_BEAT_SCHEDULE["deployments-reap"] = {
 TELEMETRY_INTERVAL_SECONDS = float(env_str("TELEMETRY_INTERVAL_SECONDS", "2"))
 if TELEMETRY_INTERVAL_SECONDS < 1:
     raise ConfigError("TELEMETRY_INTERVAL_SECONDS must be at least 1 (seconds)")
+# A KV link is "degraded" when its transfer-time p95 exceeds this; SLO alerts need this many
+# consecutive violated (or met) intervals to be raised (or resolved).
+TELEMETRY_LINK_SLOW_MS = float(env_int("TELEMETRY_LINK_SLOW_MS", 250, minimum=1))
+TELEMETRY_ALERT_INTERVALS = env_int("TELEMETRY_ALERT_INTERVALS", 3, minimum=1)
+CELERY_BEAT_SCHEDULE["telemetry-collect-all"] = {
+    "task": "telemetry.tasks.collect_all",
+    "schedule": TELEMETRY_INTERVAL_SECONDS,
+    "options": {"expires": TELEMETRY_INTERVAL_SECONDS},
+}
+CELERY_BEAT_SCHEDULE["telemetry-rollup-and-prune"] = {
+    "task": "telemetry.tasks.rollup_and_prune",
+    "schedule": 60.0,
+    "options": {"expires": 60.0},
+}
+# Clusters: connectivity, permissions, CRDs and node inventory of every registered cluster.
+CLUSTER_CHECK_SECONDS = env_int("CLUSTER_CHECK_SECONDS", 60, minimum=10)
+CELERY_BEAT_SCHEDULE["clusters-check-all"] = {
+    "task": "clusters.tasks.check_all_clusters",
+    "schedule": float(CLUSTER_CHECK_SECONDS),
+    "options": {"expires": float(CLUSTER_CHECK_SECONDS)},
+}
 
 LOG_LEVEL = env_choice("LOG_LEVEL", "info", ("debug", "info", "warning", "error")).upper()
 LOG_FORMAT = env_choice("LOG_FORMAT", "text", ("text", "json"))
