@@ -53,7 +53,7 @@ def rotate(stored: str) -> str:
     return PREFIX + fernet().rotate(token.encode("ascii")).decode("ascii")
 
 
-class EncryptedTextField(models.TextField):  # type: ignore[type-arg]
+class EncryptedTextField(models.TextField):
     """A text field stored encrypted. Empty strings and None are stored as they are (nothing to hide).
 
     Not usable in lookups other than ``isnull``/exact-empty: each encryption of the same text differs.
