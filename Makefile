@@ -10,7 +10,7 @@ TEST_ENV := \
 	REDIS_URL=$${TEST_REDIS_URL:-redis://127.0.0.1:6379/0} \
 	SECRET_KEY=test-secret-key-not-for-production-0123456789abcdef \
 	FIELD_ENCRYPTION_KEYS=$${TEST_FIELD_ENCRYPTION_KEYS:-qx7dD0H3ZxKdbMgFq3aXNd7R5lOqdRkk2m8Wq1fW0cM=} \
-	TANDEM_HTTPS=false DEBUG=false LOG_LEVEL=warning
+	TANDEM_HTTPS=false DEBUG=false LOG_LEVEL=warning PASSWORD_HASH_ITERATIONS=1000
 
 .PHONY: demo test install lint typecheck unit browser clean
 
@@ -34,9 +34,11 @@ typecheck: $(STAMP)
 	$(TEST_ENV) $(BIN)/mypy .
 
 unit: $(STAMP)
+	@mkdir -p var/staticfiles var/screenshots
 	$(TEST_ENV) $(BIN)/pytest -m "not browser" $(PYTEST_ARGS)
 
 browser: $(STAMP)
+	@mkdir -p var/staticfiles var/screenshots
 	$(TEST_ENV) $(BIN)/pytest -m browser $(PYTEST_ARGS)
 
 test: lint typecheck unit browser

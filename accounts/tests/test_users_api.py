@@ -33,7 +33,9 @@ def test_weak_password_is_a_field_error_that_says_the_fix(api_client, admin_user
 
 def test_duplicate_username_is_a_conflict(api_client, admin_user, viewer):
     api_client.force_authenticate(admin_user)
-    response = api_client.post("/api/v1/users/", {"username": viewer.username, "password": "plenty-long-secret"})
+    response = api_client.post(
+        "/api/v1/users/", {"username": viewer.username, "password": "plenty-long-secret"}
+    )
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "duplicate"
 

@@ -62,7 +62,9 @@ def test_admin_cannot_delete_themselves(client, admin_user, make_user):
     make_user("admin", username="second-admin")
     client.force_login(admin_user)
     response = client.post(
-        reverse("accounts:user-edit", args=[admin_user.pk]), {"action": "delete", "confirm": "on"}, follow=True
+        reverse("accounts:user-edit", args=[admin_user.pk]),
+        {"action": "delete", "confirm": "on"},
+        follow=True,
     )
     assert "You cannot delete your own account." in response.content.decode()
     assert User.objects.filter(pk=admin_user.pk).exists()
