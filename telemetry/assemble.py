@@ -1,0 +1,218 @@
+"""One collection's scrape results + the state kept since the last one → a ``TopologySnapshot`` (PURE).
+
+``CollectorState`` is what survives between collections of a topology (kept in Redis by
+``telemetry.cache``): the previous raw sample of every pod, the previous link table of every decode
+pod, the SLO streaks and the back-off of pods that keep failing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TypedDict
+
+from telemetry.derive import Window, merge, metrics, pod_window, topology_metrics
+from telemetry.health import SloMetric, SloTrack, evaluate_slo, pod_reason, topology_health
+from telemetry.links import LinkEntry, connector_failure_reason, decode_links
+from telemetry.parse import RawSample
+from telemetry.snapshot import (
+    Event,
+    LinkSample,
+    PodSample,
+    RoleSample,
+    SloState,
+    TopologySnapshot,
+    Totals,
+    empty_metrics,
+)
+
+SERVING_ROLES = ("prefill", "decode", "both")
+
+
+class Backoff(TypedDict):
+    failures: int
+    retry_at: float  # unix time before which the pod is not scraped again
+
+
+class CollectorState(TypedDict):
+    pods: dict[str, RawSample]
+    links: dict[str, list[LinkEntry]]
+    slo: dict[str, SloTrack]
+    backoff: dict[str, Backoff]
+
+
+def empty_state() -> CollectorState:
+    return CollectorState(pods={}, links={}, slo={}, backoff={})
+
+
+@dataclass(frozen=True)
+class PodTarget:
+    """A pod to scrape, as the cluster reports it."""
+
+    name: str
+    role: str
+    ip: str
+    port: int
+    ready: bool
+    phase: str
+    detail: str | None = None  # waiting/terminated reason, e.g. CrashLoopBackOff
+    restarts: int = 0
+
+
+@dataclass
+class PodResult:
+    target: PodTarget
+    raw: RawSample | None = None
+    error: str | None = None  # why /metrics could not be read (None when skipped by back-off)
+    skipped: bool = False  # not scraped this interval (back-off)
+    links: list[LinkEntry] | None = None  # decode pods with a link table
+    links_error: str | None = None
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+def backoff_after_failure(previous: Backoff | None, *, now: float, interval_s: float) -> Backoff:
+    """Exponential back-off: skip 1, 2, 4, ... intervals (at most 30 s) after consecutive failures."""
+    failures = (previous["failures"] if previous else 0) + 1
+    delay = min(30.0, interval_s * (2 ** (failures - 1))) if failures > 1 else 0.0
+    return Backoff(failures=failures, retry_at=now + delay)
+
+
+def build_snapshot(
+    *,
+    topology_id: int,
+    ts: float,
+    interval_s: float,
+    results: list[PodResult],
+    state: CollectorState,
+    slo_ttft_ms: float | None,
+    slo_tbt_ms: float | None,
+    open_alerts: set[str],
+    alert_intervals: int,
+    link_slow_ms: float,
+    events: list[Event],
+) -> tuple[TopologySnapshot, CollectorState, dict[SloMetric, str]]:
+    """Derive everything; returns the snapshot, the state to keep, and SLO alert actions
+    (``{"ttft": "raise"}``...) for the caller to record."""
+    new_state = CollectorState(pods={}, links={}, slo=dict(state["slo"]), backoff={})
+    windows: dict[str, Window] = {}
+    pods: list[PodSample] = []
+    pod_reasons: list[str] = []
+    extra: list[str] = []
+    for result in sorted(
+        results,
+        key=lambda r: (
+            SERVING_ROLES.index(r.target.role) if r.target.role in SERVING_ROLES else 9,
+            r.target.name,
+        ),
+    ):
+        target = result.target
+        previous = state["pods"].get(target.name)
+        window: Window | None = None
+        restarted = False
+        if result.raw is not None:
+            window, restarted = pod_window(result.raw, previous)
+            new_state["pods"][target.name] = result.raw
+            windows[target.name] = window
+        elif previous is not None:
+            new_state["pods"][target.name] = previous
+        if result.error is not None:
+            new_state["backoff"][target.name] = backoff_after_failure(
+                state["backoff"].get(target.name), now=ts, interval_s=interval_s
+            )
+        elif result.skipped and target.name in state["backoff"]:
+            new_state["backoff"][target.name] = state["backoff"][target.name]
+        values = metrics(window) if window is not None else empty_metrics()
+        pod = PodSample(
+            **values,
+            name=target.name,
+            role=target.role,
+            ip=target.ip,
+            ready=target.ready,
+            phase=target.phase,
+            engine=result.raw["engine"] if result.raw else (previous["engine"] if previous else "unknown"),
+            stale=result.raw is None,
+            error=result.error
+            or ("not scraped (back-off after repeated failures)" if result.skipped else None),
+            restarted=restarted,
+        )
+        pods.append(pod)
+        reason = pod_reason(pod, target.detail, target.restarts)
+        if reason:
+            pod_reasons.append(reason)
+
+    links: list[LinkSample] = []
+    for result in results:
+        name = result.target.name
+        if result.links is not None:
+            links.extend(
+                decode_links(
+                    decode=name,
+                    table=result.links,
+                    previous=state["links"].get(name),
+                    window=windows.get(name),
+                    interval_s=interval_s,
+                    slow_ms=link_slow_ms,
+                )
+            )
+            new_state["links"][name] = result.links
+        else:
+            if name in state["links"]:
+                new_state["links"][name] = state["links"][name]
+            reason = connector_failure_reason(pod=name, window=windows.get(name), interval_s=interval_s)
+            if reason:
+                extra.append(reason)
+        if result.links_error:
+            extra.append(f"{name}: link table unavailable — {result.links_error}")
+
+    role_windows: dict[str, Window] = {}
+    roles: dict[str, RoleSample] = {}
+    for role in SERVING_ROLES:
+        members = [p for p in pods if p["role"] == role]
+        if not members:
+            continue
+        role_windows[role] = merge(windows[p["name"]] for p in members if p["name"] in windows)
+        roles[role] = RoleSample(
+            **metrics(role_windows[role]), pods=len(members), ready=sum(1 for p in members if p["ready"])
+        )
+    totals_values = topology_metrics(role_windows) if role_windows else empty_metrics()
+    totals = Totals(
+        **totals_values,
+        pods=len(pods),
+        ready=sum(1 for p in pods if p["ready"]),
+        links_up=sum(1 for link in links if link["state"] == "up"),
+        links_degraded=sum(1 for link in links if link["state"] == "degraded"),
+        links_down=sum(1 for link in links if link["state"] == "down"),
+    )
+
+    slo, per_metric = evaluate_slo(
+        ttft_p95_s=totals["ttft_p95"], tbt_p95_s=totals["itl_p95"], ttft_ms=slo_ttft_ms, tbt_ms=slo_tbt_ms
+    )
+    actions: dict[SloMetric, str] = {}
+    for metric, metric_state in per_metric.items():
+        actions_for = _step(new_state, metric, metric_state, metric in open_alerts, alert_intervals)
+        if actions_for:
+            actions[metric] = actions_for
+
+    health = topology_health(pods=pods, links=links, slo=slo, pod_reasons=pod_reasons, extra=extra)
+    snapshot = TopologySnapshot(
+        topology_id=topology_id,
+        ts=ts,
+        interval_s=interval_s,
+        health=health,
+        slo=slo,
+        totals=totals,
+        roles=roles,
+        pods=pods,
+        links=links,
+        events=events,
+    )
+    return snapshot, new_state, actions
+
+
+def _step(
+    state: CollectorState, metric: SloMetric, metric_state: SloState, is_open: bool, n: int
+) -> str | None:
+    from telemetry.health import slo_step
+
+    track, action = slo_step(state["slo"].get(metric), metric_state, alert_open=is_open, intervals=n)
+    state["slo"][metric] = track
+    return action

@@ -1,0 +1,66 @@
+"""Redis-held telemetry: the latest snapshot per topology, the collector's state, a collection lock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import cast
+
+from django.core.cache import cache
+
+from telemetry.assemble import CollectorState, empty_state
+from telemetry.snapshot import TopologySnapshot
+
+SNAPSHOT_TTL = 24 * 3600
+STATE_TTL = 3600
+
+
+def _snapshot_key(topology_id: int) -> str:
+    return f"telemetry:snapshot:{topology_id}"
+
+
+def _state_key(topology_id: int) -> str:
+    return f"telemetry:state:{topology_id}"
+
+
+def _lock_key(topology_id: int) -> str:
+    return f"telemetry:lock:{topology_id}"
+
+
+def get_snapshot(topology_id: int) -> TopologySnapshot | None:
+    return cast("TopologySnapshot | None", cache.get(_snapshot_key(topology_id)))
+
+
+def get_snapshots(topology_ids: list[int]) -> dict[int, TopologySnapshot]:
+    found = cache.get_many([_snapshot_key(i) for i in topology_ids])
+    return {i: found[_snapshot_key(i)] for i in topology_ids if _snapshot_key(i) in found}
+
+
+def set_snapshot(snapshot: TopologySnapshot) -> None:
+    cache.set(_snapshot_key(snapshot["topology_id"]), snapshot, SNAPSHOT_TTL)
+
+
+def forget(topology_id: int) -> None:
+    cache.delete_many([_snapshot_key(topology_id), _state_key(topology_id)])
+
+
+def get_state(topology_id: int) -> CollectorState:
+    state = cache.get(_state_key(topology_id))
+    return cast("CollectorState", state) if state else empty_state()
+
+
+def set_state(topology_id: int, state: CollectorState) -> None:
+    cache.set(_state_key(topology_id), state, STATE_TTL)
+
+
+@contextmanager
+def collection_lock(topology_id: int, seconds: float) -> Iterator[bool]:
+    """Yield True when this caller holds the topology's collection lock (False: another run is on)."""
+    token = uuid.uuid4().hex
+    held = bool(cache.add(_lock_key(topology_id), token, max(1, int(seconds + 0.999))))
+    try:
+        yield held
+    finally:
+        if held and cache.get(_lock_key(topology_id)) == token:
+            cache.delete(_lock_key(topology_id))

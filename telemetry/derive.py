@@ -1,0 +1,234 @@
+"""Derived metrics from two raw samples of a pod, and their roll-up per role and topology (PURE).
+
+A pod's *window* is what happened between its previous and current raw sample: counter increments
+(and the same per second), histogram bucket increments, and current gauge values. Windows of several
+pods merge by adding increments, so role and topology quantiles come from the merged bucket
+increments (the right way to aggregate quantiles), never from averaging pod quantiles.
+
+Counter resets: when any counter or histogram count of a pod went down, the engine restarted; the
+whole window then uses the current values as the increments (the counts since the restart), so a
+restart never yields a negative rate, and the previous pre-restart totals never turn into a spike.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from telemetry.parse import Histogram, RawSample
+from telemetry.snapshot import Metrics, empty_metrics
+
+Buckets = list[tuple[float, float]]
+
+# Which role's pods a topology-level value comes from, when that role has data for it. In P/D a
+# request passes both roles: the prompt (and its prefix-cache lookups) is processed on prefill,
+# tokens are generated and the client-visible latencies are recorded on decode. Everything else
+# adds up over all pods.
+PREFILL_FIRST = ("hit_rate", "external_hit_rate", "prompt_tps")
+DECODE_FIRST = (
+    "ttft_p50",
+    "ttft_p95",
+    "ttft_p99",
+    "itl_p50",
+    "itl_p95",
+    "itl_p99",
+    "gen_tps",
+    "requests_ps",
+    "success_rate",
+    "error_rate",
+)
+
+
+@dataclass
+class Window:
+    """Increments of one interval for one pod, or for several pods merged."""
+
+    rates: dict[str, float] = field(default_factory=dict)  # counter increments per second
+    deltas: dict[str, float] = field(default_factory=dict)  # counter increments
+    hists: dict[str, Buckets] = field(default_factory=dict)  # cumulative bucket increments
+    gauges: dict[str, list[float]] = field(default_factory=dict)  # one value per pod
+    seconds: float = 0.0  # the interval covered (mean over merged pods)
+    pods: int = 0
+    has_deltas: bool = False
+
+
+def is_reset(current: RawSample, previous: RawSample) -> bool:
+    """True when any counter or histogram count went down: the engine restarted."""
+    for name, value in current["counters"].items():
+        if value < previous["counters"].get(name, 0.0):
+            return True
+    for name, hist in current["histograms"].items():
+        before = previous["histograms"].get(name)
+        if before is not None and hist["count"] < before["count"]:
+            return True
+    return False
+
+
+def histogram_delta(current: Histogram, previous: Histogram | None) -> Buckets:
+    """Cumulative bucket increments; the current buckets when there is no comparable previous one."""
+    if previous is None:
+        return [(le, max(0.0, count)) for le, count in current["buckets"]]
+    before = dict(previous["buckets"])
+    if set(before) != {le for le, _ in current["buckets"]}:
+        return [(le, max(0.0, count)) for le, count in current["buckets"]]
+    out: Buckets = []
+    floor = 0.0
+    for le, count in current["buckets"]:
+        floor = max(floor, count - before[le], 0.0)
+        out.append((le, floor))
+    return out
+
+
+def quantile(buckets: Buckets, q: float) -> float | None:
+    """The q-quantile of observations given cumulative bucket counts, interpolated inside a bucket.
+
+    Follows Prometheus' ``histogram_quantile``: the first bucket's lower bound is 0, a rank in the
+    +Inf bucket returns the highest finite upper bound, and no observations give ``None``.
+    """
+    if not buckets:
+        return None
+    total = buckets[-1][1]
+    if total <= 0:
+        return None
+    rank = q * total
+    lower, below = 0.0, 0.0
+    for le, count in buckets:
+        if count >= rank and count > below:
+            if math.isinf(le):
+                return lower
+            if le <= 0:
+                return le
+            return lower + (le - lower) * (rank - below) / (count - below)
+        lower, below = (le if not math.isinf(le) else lower), count
+    return lower
+
+
+def _at(buckets: Buckets, le: float) -> float:
+    """Cumulative count at bound ``le`` of a histogram that may not have that bound."""
+    value = 0.0
+    for bound, count in buckets:
+        if bound > le:
+            break
+        value = count
+    return value
+
+
+def merge_buckets(a: Buckets, b: Buckets) -> Buckets:
+    if [le for le, _ in a] == [le for le, _ in b]:
+        return [(le, ca + cb) for (le, ca), (_, cb) in zip(a, b, strict=True)]
+    bounds = sorted({le for le, _ in a} | {le for le, _ in b})
+    return [(le, _at(a, le) + _at(b, le)) for le in bounds]
+
+
+def pod_window(current: RawSample, previous: RawSample | None) -> tuple[Window, bool]:
+    """The pod's window and whether it restarted. Without a previous sample only gauges are known."""
+    window = Window(gauges={k: [v] for k, v in current["gauges"].items()}, pods=1)
+    if previous is None:
+        return window, False
+    seconds = current["ts"] - previous["ts"]
+    if seconds <= 0:
+        return window, False
+    restarted = is_reset(current, previous)
+    window.seconds = seconds
+    window.has_deltas = True
+    for name, value in current["counters"].items():
+        delta = value if restarted else max(0.0, value - previous["counters"].get(name, value))
+        window.deltas[name] = delta
+        window.rates[name] = delta / seconds
+    for name, hist in current["histograms"].items():
+        before = None if restarted else previous["histograms"].get(name)
+        if before is None and not restarted:
+            continue  # a family that just appeared: its first window starts now
+        window.hists[name] = histogram_delta(hist, before)
+    return window, restarted
+
+
+def merge(windows: Iterable[Window]) -> Window:
+    out = Window()
+    seconds = []
+    for window in windows:
+        out.pods += window.pods
+        for name, values in window.gauges.items():
+            out.gauges.setdefault(name, []).extend(values)
+        if not window.has_deltas:
+            continue
+        out.has_deltas = True
+        seconds.append(window.seconds)
+        for name, value in window.deltas.items():
+            out.deltas[name] = out.deltas.get(name, 0.0) + value
+        for name, value in window.rates.items():
+            out.rates[name] = out.rates.get(name, 0.0) + value
+        for name, buckets in window.hists.items():
+            out.hists[name] = merge_buckets(out.hists[name], buckets) if name in out.hists else buckets
+    out.seconds = sum(seconds) / len(seconds) if seconds else 0.0
+    return out
+
+
+def _ratio(hits: float | None, queries: float | None) -> float | None:
+    if hits is None or queries is None or queries <= 0:
+        return None
+    return min(1.0, max(0.0, hits / queries))
+
+
+def _mean(values: list[float] | None) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _sum(values: list[float] | None) -> float | None:
+    return float(sum(values)) if values else None
+
+
+def metrics(window: Window) -> Metrics:
+    """Derived values of a window (a pod, a role or a topology)."""
+    out = empty_metrics()
+    d, r, g = window.deltas, window.rates, window.gauges
+    out["hit_rate"] = _ratio(d.get("prefix_hits"), d.get("prefix_queries"))
+    if out["hit_rate"] is None and "prefix_queries" not in d:
+        out["hit_rate"] = _mean(g.get("hit_rate"))
+    out["external_hit_rate"] = _ratio(d.get("ext_hits"), d.get("ext_queries"))
+    ttft, itl = window.hists.get("ttft"), window.hists.get("itl")
+    if ttft:
+        out["ttft_p50"], out["ttft_p95"], out["ttft_p99"] = (quantile(ttft, q) for q in (0.5, 0.95, 0.99))
+    if itl:
+        out["itl_p50"], out["itl_p95"], out["itl_p99"] = (quantile(itl, q) for q in (0.5, 0.95, 0.99))
+    if window.has_deltas:
+        out["prompt_tps"] = r.get("prompt_tokens")
+        out["gen_tps"] = r.get("gen_tokens")
+    if out["gen_tps"] is None:
+        out["gen_tps"] = _sum(g.get("gen_throughput"))
+    out["running"] = _sum(g.get("running"))
+    out["waiting"] = _sum(g.get("waiting"))
+    out["kv_usage"] = _mean(g.get("kv_usage"))
+    if out["kv_usage"] is None and g.get("store_capacity_bytes") and g.get("store_allocated_bytes"):
+        capacity = sum(g["store_capacity_bytes"])
+        out["kv_usage"] = sum(g["store_allocated_bytes"]) / capacity if capacity > 0 else None
+    if window.has_deltas:
+        outcomes = [name for name in ("req_success", "req_failed", "req_aborted") if name in d]
+        finished = ok = 0.0
+        if outcomes:
+            ok = d.get("req_success", 0.0)
+            finished = ok + d.get("req_failed", 0.0) + d.get("req_aborted", 0.0)
+            out["requests_ps"] = sum(r.get(name, 0.0) for name in outcomes)
+        elif "e2e" in window.hists and window.seconds > 0:
+            finished = ok = window.hists["e2e"][-1][1]
+            out["requests_ps"] = finished / window.seconds
+        if finished > 0:
+            out["success_rate"] = ok / finished
+            out["error_rate"] = (finished - ok) / finished
+    return out
+
+
+def topology_metrics(role_windows: dict[str, Window]) -> Metrics:
+    """Topology-wide values: per field from the role where that value lives (see ``PREFILL_FIRST``)."""
+    everything = metrics(merge(role_windows.values()))
+    per_role = {role: metrics(window) for role, window in role_windows.items()}
+    for name in PREFILL_FIRST:
+        value = per_role.get("prefill", empty_metrics())[name]  # type: ignore[literal-required]
+        if value is not None:
+            everything[name] = value  # type: ignore[literal-required]
+    for name in DECODE_FIRST:
+        value = per_role.get("decode", empty_metrics())[name]  # type: ignore[literal-required]
+        if value is not None:
+            everything[name] = value  # type: ignore[literal-required]
+    return everything

@@ -1,0 +1,105 @@
+"""Topology health in words, and SLO evaluation with hysteresis (PURE)."""
+
+from __future__ import annotations
+
+from typing import Literal, TypedDict
+
+from telemetry.snapshot import Health, HealthState, LinkSample, PodSample, Slo, SloState
+
+SloMetric = Literal["ttft", "tbt"]
+SLO_LABELS: dict[str, str] = {"ttft": "TTFT", "tbt": "TBT (inter-token latency)"}
+
+
+class SloTrack(TypedDict):
+    """Consecutive intervals an SLO was violated / met; kept between collections."""
+
+    violated: int
+    ok: int
+
+
+def slo_metric_state(observed_ms: float | None, target_ms: float | None) -> SloState:
+    if target_ms is None or observed_ms is None:
+        return "unknown"
+    return "violated" if observed_ms > target_ms else "ok"
+
+
+def evaluate_slo(
+    *, ttft_p95_s: float | None, tbt_p95_s: float | None, ttft_ms: float | None, tbt_ms: float | None
+) -> tuple[Slo, dict[SloMetric, SloState]]:
+    """Compare the observed p95s with the targets; overall state is violated if either is."""
+    ttft_obs = ttft_p95_s * 1000 if ttft_p95_s is not None else None
+    tbt_obs = tbt_p95_s * 1000 if tbt_p95_s is not None else None
+    states: dict[SloMetric, SloState] = {
+        "ttft": slo_metric_state(ttft_obs, ttft_ms),
+        "tbt": slo_metric_state(tbt_obs, tbt_ms),
+    }
+    values = set(states.values())
+    overall: SloState = "violated" if "violated" in values else ("ok" if "ok" in values else "unknown")
+    return Slo(
+        ttft_ms=ttft_ms, tbt_ms=tbt_ms, ttft_p95_ms=ttft_obs, tbt_p95_ms=tbt_obs, state=overall
+    ), states
+
+
+def slo_step(
+    track: SloTrack | None, state: SloState, *, alert_open: bool, intervals: int
+) -> tuple[SloTrack, Literal["raise", "resolve"] | None]:
+    """Advance the streaks by one interval; raise after ``intervals`` violated intervals in a row,
+    resolve after ``intervals`` met intervals in a row. Intervals without data change nothing."""
+    current = SloTrack(violated=0, ok=0) if track is None else SloTrack(**track)
+    if state == "violated":
+        current = SloTrack(violated=current["violated"] + 1, ok=0)
+    elif state == "ok":
+        current = SloTrack(violated=0, ok=current["ok"] + 1)
+    if state == "violated" and not alert_open and current["violated"] >= intervals:
+        return current, "raise"
+    if state == "ok" and alert_open and current["ok"] >= intervals:
+        return current, "resolve"
+    return current, None
+
+
+def slo_reason(metric: SloMetric, observed_ms: float | None, target_ms: float | None) -> str:
+    return f"{SLO_LABELS[metric]} p95 {observed_ms or 0:.0f} ms is above the {target_ms or 0:.0f} ms target"
+
+
+def pod_reason(pod: PodSample, detail: str | None, restarts: int) -> str | None:
+    """Why a pod needs attention, or None."""
+    if not pod["ready"]:
+        why = [part for part in (detail, f"{restarts} restarts" if restarts else None) if part]
+        suffix = f" ({', '.join(why)})" if why else ""
+        return f"{pod['name']} ({pod['role']}) is not Ready{suffix}"
+    if pod["error"]:
+        return f"{pod['name']}: metrics unavailable — {pod['error']}"
+    return None
+
+
+def topology_health(
+    *, pods: list[PodSample], links: list[LinkSample], slo: Slo, pod_reasons: list[str], extra: list[str]
+) -> Health:
+    """The topology's state and the reasons, most severe first."""
+    if not pods:
+        return Health(state="unknown", reasons=["no pods found for this topology yet", *extra])
+    down_links = [link["reason"] or "" for link in links if link["state"] == "down"]
+    slow_links = [link["reason"] or "" for link in links if link["state"] == "degraded"]
+    slo_reasons = []
+    if slo["state"] == "violated":
+        if slo["ttft_ms"] is not None and (slo["ttft_p95_ms"] or 0) > slo["ttft_ms"]:
+            slo_reasons.append(slo_reason("ttft", slo["ttft_p95_ms"], slo["ttft_ms"]))
+        if slo["tbt_ms"] is not None and (slo["tbt_p95_ms"] or 0) > slo["tbt_ms"]:
+            slo_reasons.append(slo_reason("tbt", slo["tbt_p95_ms"], slo["tbt_ms"]))
+    reasons = [*down_links, *pod_reasons, *slow_links, *slo_reasons, *extra]
+
+    serving = [pod for pod in pods if pod["role"] in ("prefill", "decode", "both")]
+    roles = {pod["role"] for pod in serving}
+    state: HealthState = "healthy"
+    if reasons:
+        state = "degraded"
+    no_ready_role = [
+        role for role in sorted(roles) if not any(p["ready"] for p in serving if p["role"] == role)
+    ]
+    if serving and no_ready_role:
+        state = "down"
+        reasons.insert(0, f"no {' or '.join(no_ready_role)} pod is Ready: requests cannot be served")
+    elif links and all(link["state"] == "down" for link in links):
+        state = "down"
+        reasons.insert(0, "every KV link is down: decode pods cannot receive KV from prefill")
+    return Health(state=state, reasons=reasons)

@@ -1,0 +1,162 @@
+"""Concurrent scraping of engine ``/metrics`` and ``/kv/links`` with aiohttp.
+
+Each worker process keeps ONE asyncio loop (in a daemon thread) and ONE ``aiohttp.ClientSession``
+with keep-alive connections, created lazily and re-created after a fork, so consecutive collections
+reuse connections. Every pod has its own timeout; all pods are fetched at once, so one slow or dead
+pod costs at most its own timeout and never delays the others' data. Responses are parsed as they
+arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import aiohttp
+
+from telemetry.assemble import PodResult, PodTarget
+from telemetry.links import normalize_table
+from telemetry.parse import parse_metrics
+
+MAX_CONNECTIONS = 512
+MAX_BODY_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ScrapeRequest:
+    target: PodTarget
+    want_links: bool = False
+
+
+def _describe(exc: BaseException, url: str, timeout_s: float) -> str:
+    if isinstance(exc, asyncio.TimeoutError):
+        return f"no answer from {url} within {timeout_s:.1f} s"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return f"cannot connect to {url}: {exc.os_error.strerror or exc.os_error}"
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"{url} answered HTTP {exc.status}"
+    if isinstance(exc, aiohttp.ClientError):
+        return f"{url}: {exc.__class__.__name__} {exc}".strip()
+    if isinstance(exc, ValueError):
+        return f"{url} is not Prometheus text format ({exc})"
+    return f"{url}: {exc.__class__.__name__}"
+
+
+async def _get_text(session: aiohttp.ClientSession, url: str, timeout_s: float) -> tuple[int, str]:
+    async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+        body = await response.content.read(MAX_BODY_BYTES)
+        return response.status, body.decode("utf-8", errors="replace")
+
+
+async def scrape_pod(
+    session: aiohttp.ClientSession,
+    request: ScrapeRequest,
+    *,
+    timeout_s: float,
+    pod_by_address: dict[str, str],
+) -> PodResult:
+    target = request.target
+    base = f"http://{target.ip}:{target.port}"
+    result = PodResult(target=target)
+
+    async def metrics() -> None:
+        url = f"{base}/metrics"
+        try:
+            status, text = await _get_text(session, url, timeout_s)
+            if status != 200:
+                result.error = f"{url} answered HTTP {status}"
+                return
+            result.raw = parse_metrics(text, ts=time.time())
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            result.error = _describe(exc, url, timeout_s)
+
+    async def links() -> None:
+        url = f"{base}/kv/links"
+        try:
+            status, text = await _get_text(session, url, timeout_s)
+            if status == 404:
+                return  # this engine keeps no link table; links come from connector metrics only
+            if status != 200:
+                result.links_error = f"{url} answered HTTP {status}"
+                return
+            result.links = normalize_table(json.loads(text), pod_by_address)
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            result.links_error = _describe(exc, url, timeout_s)
+
+    if request.want_links:
+        await asyncio.gather(metrics(), links())
+    else:
+        await metrics()
+    return result
+
+
+async def scrape_all(
+    session: aiohttp.ClientSession, requests: Sequence[ScrapeRequest], *, timeout_s: float
+) -> list[PodResult]:
+    pod_by_address = {r.target.ip: r.target.name for r in requests if r.target.ip}
+    return list(
+        await asyncio.gather(
+            *(scrape_pod(session, r, timeout_s=timeout_s, pod_by_address=pod_by_address) for r in requests)
+        )
+    )
+
+
+def new_session() -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=4, keepalive_timeout=60)
+    return aiohttp.ClientSession(connector=connector, headers={"Accept": "text/plain"})
+
+
+class Scraper:
+    """The per-process scraping loop and session (thread-safe; fork-aware)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session: aiohttp.ClientSession | None = None
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid() or not self._loop.is_running():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(target=loop.run_forever, name="telemetry-scraper", daemon=True)
+                thread.start()
+                self._loop, self._pid, self._session = loop, os.getpid(), None
+            return self._loop
+
+    async def _run(self, requests: Sequence[ScrapeRequest], timeout_s: float) -> list[PodResult]:
+        if self._session is None or self._session.closed:
+            self._session = new_session()
+        return await scrape_all(self._session, requests, timeout_s=timeout_s)
+
+    def scrape(self, requests: Sequence[ScrapeRequest], *, timeout_s: float) -> list[PodResult]:
+        if not requests:
+            return []
+        loop = self._ensure_loop()
+        future: Future[list[PodResult]] = asyncio.run_coroutine_threadsafe(
+            self._run(requests, timeout_s), loop
+        )
+        return future.result(timeout=timeout_s + 5)
+
+    def close(self) -> None:
+        with self._lock:
+            loop, session = self._loop, self._session
+            self._loop, self._session = None, None
+        if loop is None or not loop.is_running():
+            return
+        if session is not None:
+            asyncio.run_coroutine_threadsafe(session.close(), loop).result(timeout=5)
+        loop.call_soon_threadsafe(loop.stop)
+
+
+_scraper = Scraper()
+
+
+def scraper() -> Scraper:
+    return _scraper

@@ -1,0 +1,282 @@
+"""Telemetry writes: collect a topology, store its points, raise/resolve SLO alerts, roll up and prune."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Avg, Count, Max, Min
+from django.db.models.functions import TruncMinute
+from django.utils import timezone
+
+import kube
+from audit.services import audit_record
+from controlplane.broadcast import broadcast_on_commit, overview_group, topology_group
+from kube.labels import KTHENA_ROLE, ROLE, TOPOLOGY
+from telemetry import cache, selectors
+from telemetry.assemble import PodResult, PodTarget, build_snapshot
+from telemetry.health import SLO_LABELS, SloMetric
+from telemetry.models import LatestSnapshot, Point, Rollup, RollupCursor, Series, TelemetryAlert
+from telemetry.scrape import ScrapeRequest, scraper
+from telemetry.series import snapshot_points
+from telemetry.snapshot import Event, OverviewMessage, TelemetryMessage, TopologySnapshot, empty_snapshot
+from topologies.models import Topology
+
+logger = logging.getLogger(__name__)
+
+RAW_RETENTION = timedelta(hours=24)
+ROLLUP_RETENTION = timedelta(days=30)
+DEFAULT_PORT = 8000
+SKIPPED_ROLES = frozenset({"router"})
+_series_ids: dict[tuple[int, str], int] = {}
+
+
+def pod_targets(pods: Iterable[kube.PodInfo]) -> list[PodTarget]:
+    """The pods worth scraping: not being deleted, not the router; role from Tandem's or Kthena's label."""
+    targets = []
+    for pod in pods:
+        role = pod.labels.get(ROLE) or pod.labels.get(KTHENA_ROLE) or "both"
+        if pod.deletion_pending or role in SKIPPED_ROLES:
+            continue
+        targets.append(
+            PodTarget(
+                name=pod.name,
+                role=role,
+                ip=pod.ip or "",
+                port=pod.container_ports[0] if pod.container_ports else DEFAULT_PORT,
+                ready=pod.ready,
+                phase=pod.phase,
+                detail=pod.reason or None,
+                restarts=pod.restarts,
+            )
+        )
+    return targets
+
+
+def _collect_results(
+    topology: Topology, targets: list[PodTarget], backoff: dict[str, Any], now: float, interval: float
+) -> list[PodResult]:
+    requests, results = [], []
+    want_links = topology.kv_connector != "none"
+    for target in targets:
+        if not target.ip or target.phase != "Running":
+            results.append(PodResult(target=target))
+        elif target.name in backoff and backoff[target.name]["retry_at"] > now:
+            results.append(PodResult(target=target, skipped=True))
+        else:
+            requests.append(ScrapeRequest(target=target, want_links=want_links and target.role == "decode"))
+    results.extend(scraper().scrape(requests, timeout_s=0.8 * interval))
+    return results
+
+
+def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
+    """Scrape, derive, store and push one topology. None when it is gone or not deployed."""
+    topology = Topology.objects.select_related("cluster").filter(pk=topology_id).first()
+    if topology is None or topology.deployed_revision_id is None:
+        return None
+    from clusters.selectors import cluster_connection
+
+    interval = float(settings.TELEMETRY_INTERVAL_SECONDS)
+    now = time.time()
+    state = cache.get_state(topology_id)
+    try:
+        pods = kube.list_pods(
+            cluster_connection(topology.cluster), topology.namespace, f"{TOPOLOGY}={topology_id}"
+        )
+    except kube.KubeError as exc:
+        snapshot = empty_snapshot(topology_id, now, interval, f"cannot list the pods: {exc.message}")
+        snapshot["health"]["state"] = "down"
+        _store(topology, snapshot, actions={})
+        return snapshot
+    results = _collect_results(topology, pod_targets(pods), state["backoff"], now, interval)
+    open_alerts = {
+        a.metric: a for a in TelemetryAlert.objects.filter(topology=topology, resolved__isnull=True)
+    }
+    snapshot, new_state, actions = build_snapshot(
+        topology_id=topology_id,
+        ts=now,
+        interval_s=interval,
+        results=results,
+        state=state,
+        slo_ttft_ms=float(topology.slo_ttft_ms) if topology.slo_ttft_ms else None,
+        slo_tbt_ms=float(topology.slo_tbt_ms) if topology.slo_tbt_ms else None,
+        open_alerts=set(open_alerts),
+        alert_intervals=settings.TELEMETRY_ALERT_INTERVALS,
+        link_slow_ms=settings.TELEMETRY_LINK_SLOW_MS,
+        events=selectors.recent_events(topology_id=topology_id, since=now - 15 * 60),
+    )
+    cache.set_state(topology_id, new_state)
+    _store(topology, snapshot, actions=actions, open_alerts=open_alerts)
+    return snapshot
+
+
+def _series_map(topology_id: int, names: list[str]) -> dict[str, int]:
+    missing = [n for n in names if (topology_id, n) not in _series_ids]
+    if missing:
+        found = dict(
+            Series.objects.filter(topology_id=topology_id, name__in=missing).values_list("name", "id")
+        )
+        new = [Series(topology_id=topology_id, name=n) for n in missing if n not in found]
+        if new:
+            Series.objects.bulk_create(new, ignore_conflicts=True)
+            found = dict(
+                Series.objects.filter(topology_id=topology_id, name__in=missing).values_list("name", "id")
+            )
+        _series_ids.update({(topology_id, n): i for n, i in found.items()})
+    return {n: _series_ids[(topology_id, n)] for n in names}
+
+
+@transaction.atomic
+def _store(
+    topology: Topology,
+    snapshot: TopologySnapshot,
+    *,
+    actions: dict[SloMetric, str],
+    open_alerts: dict[str, TelemetryAlert] | None = None,
+) -> None:
+    when = datetime.fromtimestamp(snapshot["ts"], tz=UTC)
+    points = list(snapshot_points(snapshot))
+    if points:
+        ids = _series_map(topology.pk, [name for name, _ in points])
+        Point.objects.bulk_create(
+            [Point(series_id=ids[name], ts=when, value=value) for name, value in points],
+            ignore_conflicts=True,
+        )
+    for event in _apply_alerts(topology, snapshot, actions, open_alerts or {}, when):
+        snapshot["events"].append(event)
+    LatestSnapshot.objects.update_or_create(topology=topology, defaults={"ts": when, "data": snapshot})
+    transaction.on_commit(lambda: cache.set_snapshot(snapshot))
+    broadcast_on_commit(
+        topology_group(topology.pk), dict(TelemetryMessage(kind="telemetry", snapshot=snapshot))
+    )
+    summary = OverviewMessage(
+        kind="overview",
+        topology_id=topology.pk,
+        health=snapshot["health"],
+        slo=snapshot["slo"],
+        hit_rate=snapshot["totals"]["hit_rate"],
+        ttft_p95=snapshot["totals"]["ttft_p95"],
+    )
+    broadcast_on_commit(overview_group(), dict(summary))
+
+
+def _apply_alerts(
+    topology: Topology,
+    snapshot: TopologySnapshot,
+    actions: dict[SloMetric, str],
+    open_alerts: dict[str, TelemetryAlert],
+    when: datetime,
+) -> list[Event]:
+    slo = snapshot["slo"]
+    observed = {"ttft": slo["ttft_p95_ms"], "tbt": slo["tbt_p95_ms"]}
+    target = {"ttft": slo["ttft_ms"], "tbt": slo["tbt_ms"]}
+    events: list[Event] = []
+    for metric, alert in open_alerts.items():
+        value = observed.get(metric)
+        if value is not None and value > alert.peak_ms and actions.get(metric) != "resolve":  # type: ignore[call-overload]
+            TelemetryAlert.objects.filter(pk=alert.pk).update(peak_ms=value)
+    for metric, action in actions.items():
+        label = SLO_LABELS[metric]
+        if action == "raise":
+            value, goal = observed[metric] or 0.0, target[metric] or 0.0
+            message = f"{label} p95 {value:.0f} ms is above the {goal:.0f} ms SLO on {topology.name}"
+            alert = TelemetryAlert.objects.create(
+                topology=topology,
+                metric=metric,
+                target_ms=goal,
+                observed_ms=value,
+                peak_ms=value,
+                message=message,
+                raised=when,
+            )
+            audit_record(
+                action="telemetry.alert_raised",
+                target=topology,
+                detail={
+                    "alert": alert.pk,
+                    "metric": metric,
+                    "observed_ms": value,
+                    "target_ms": goal,
+                    "message": message,
+                },
+            )
+            events.append(Event(ts=snapshot["ts"], kind="alert_raised", text=message))
+        elif action == "resolve" and metric in open_alerts:
+            alert = open_alerts[metric]
+            TelemetryAlert.objects.filter(pk=alert.pk).update(resolved=when)
+            message = f"{label} p95 back within the {alert.target_ms:.0f} ms SLO on {topology.name}"
+            audit_record(
+                action="telemetry.alert_resolved",
+                target=topology,
+                detail={
+                    "alert": alert.pk,
+                    "metric": metric,
+                    "observed_ms": observed[metric],
+                    "message": message,
+                },
+            )
+            events.append(Event(ts=snapshot["ts"], kind="alert_resolved", text=message))
+    return events
+
+
+def _floor_minute(value: datetime) -> datetime:
+    return value.replace(second=0, microsecond=0)
+
+
+@transaction.atomic
+def telemetry_rollup_and_prune(*, now: datetime | None = None) -> dict[str, int]:
+    """Roll complete minutes of raw points into ``Rollup`` rows (re-doing the last minute, so late points
+    count), then drop raw points older than 24 h and rollups older than 30 days. Idempotent."""
+    now = now or timezone.now()
+    end = _floor_minute(now - timedelta(seconds=10))
+    cursor = RollupCursor.objects.select_for_update().filter(name="minute").first()
+    start = cursor.until - timedelta(minutes=1) if cursor else _floor_minute(now - RAW_RETENTION)
+    counts = {"rolled": 0, "points_pruned": 0, "rollups_pruned": 0}
+    topology_series: dict[int, list[int]] = {}
+    for series_id, topology_id in Series.objects.values_list("id", "topology_id"):
+        topology_series.setdefault(topology_id, []).append(series_id)
+    for ids in topology_series.values():
+        if end > start:
+            rows = (
+                Point.objects.filter(series_id__in=ids, ts__gte=start, ts__lt=end)
+                .annotate(minute=TruncMinute("ts"))
+                .values("series_id", "minute")
+                .annotate(avg=Avg("value"), low=Min("value"), high=Max("value"), n=Count("value"))
+            )
+            rollups = [
+                Rollup(
+                    series_id=row["series_id"],
+                    ts=row["minute"],
+                    avg=row["avg"],
+                    min=row["low"],
+                    max=row["high"],
+                    count=row["n"],
+                )
+                for row in rows
+            ]
+            Rollup.objects.bulk_create(
+                rollups,
+                update_conflicts=True,
+                unique_fields=["series_id", "ts"],
+                update_fields=["avg", "min", "max", "count"],
+            )
+            counts["rolled"] += len(rollups)
+        counts["points_pruned"] += Point.objects.filter(
+            series_id__in=ids, ts__lt=now - RAW_RETENTION
+        ).delete()[0]
+        counts["rollups_pruned"] += Rollup.objects.filter(
+            series_id__in=ids, ts__lt=now - ROLLUP_RETENTION
+        ).delete()[0]
+    if end > start:
+        RollupCursor.objects.update_or_create(name="minute", defaults={"until": end})
+    return counts
+
+
+def telemetry_forget(*, topology_id: int) -> None:
+    """Drop the Redis-held state of a topology (e.g. after it was deleted)."""
+    cache.forget(topology_id)
