@@ -26,6 +26,7 @@ urlpatterns = [
     path("activity/", include("audit.urls")),
     path("clusters/", include("clusters.urls")),
     path("topologies/", include("topologies.urls")),
+    path("deployments/", include("deployments.urls")),
     path("telemetry/", include("telemetry.urls")),
     path("keys/", include("keys.urls")),
     path("v1/", include("gateway.urls")),

@@ -24,7 +24,7 @@ from deployments import plan
 from deployments.diagnosis import Diagnosis, diagnose
 from deployments.models import ACTIVE_STATES, Deployment, DeployPolicy, Kind, State, can_move
 from deployments.services import deployment_step_add
-from kube.labels import REVISION, topology_selector
+from kube.labels import MANAGED_BY, MANAGED_BY_VALUE, REVISION, topology_selector
 
 logger = logging.getLogger(__name__)
 
@@ -186,6 +186,7 @@ def _run_rollout(job: Job) -> None:
             detail={"objects": [plan.key_text(plan.object_key(o)) for o in manifests]},
         )
         try:
+            _ensure_namespace(job, conn, topology.namespace)
             kube.apply_objects(conn, manifests)
         except kube.KubeError as error:
             _fail(job, str(error), [_apply_diagnosis(error)])
@@ -237,6 +238,16 @@ def _preflight(job: Job) -> bool:
             detail={"warnings": [{"message": f.message, "fix": f.fix} for f in warnings]},
         )
     return True
+
+
+def _ensure_namespace(job: Job, conn: kube.ClusterConnection, namespace: str) -> None:
+    if kube.get_object(conn, "v1", "Namespace", None, namespace) is not None:
+        return
+    labels = {MANAGED_BY: MANAGED_BY_VALUE}
+    kube.apply_objects(
+        conn, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}]
+    )
+    deployment_step_add(deployment=job.load(), message=f"Created namespace {namespace}")
 
 
 def _apply_diagnosis(error: kube.KubeError) -> Diagnosis:

@@ -75,6 +75,7 @@ def topology_panel_context(topology: Topology, request: Any = None) -> dict[str,
     """Context for the deployments panel on the topology detail page."""
     deployments = list(deployment_list().filter(topology=topology).prefetch_related("steps")[:10])
     latest = deployments[0] if deployments else None
+    latest_steps = list(latest.steps.all()) if latest is not None else []
     revisions = list(topology.revisions.order_by("-number").values_list("number", flat=True)[:50])
     user = getattr(request, "user", None)
     can_operate = bool(
@@ -85,6 +86,7 @@ def topology_panel_context(topology: Topology, request: Any = None) -> dict[str,
         "topology": topology,
         "deployments": deployments,
         "latest": latest,
+        "latest_message": latest_steps[-1].message if latest_steps else "",
         "active": latest if latest is not None and latest.is_active else None,
         "revisions": revisions,
         "pods": topology_pods(topology),

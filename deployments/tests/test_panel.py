@@ -1,0 +1,65 @@
+"""The deployments panel on the topology page: words for every state, buttons only for operators."""
+
+from __future__ import annotations
+
+import pytest
+
+from deployments.models import Deployment, State
+from deployments.services import deployment_start
+
+
+@pytest.fixture
+def failed_deployment(topology, operator):
+    deployment = deployment_start(topology=topology, actor=operator, source_ip="127.0.0.1")
+    Deployment.objects.filter(pk=deployment.pk).update(
+        state=State.ROLLED_BACK,
+        rolled_back_to=topology.current_revision,
+        diagnosis=[
+            {
+                "code": "image_pull",
+                "message": "The decode image `repo/vllm:v1-broken` cannot be pulled.",
+                "fix": "Check that the tag exists in the registry.",
+                "pods": ["ds-decode-0"],
+            }
+        ],
+    )
+    return deployment
+
+
+def test_viewer_sees_state_and_diagnosis_but_no_buttons(client, viewer, topology, failed_deployment):
+    client.force_login(viewer)
+    page = client.get(f"/deployments/topology/{topology.pk}/panel/").content.decode()
+    assert "Rolled back" in page
+    assert "cannot be pulled" in page and "Check that the tag exists" in page
+    assert "ds-decode-0" in page
+    assert (
+        "Deploy revision" not in page and "Roll back</button>" not in page and ">Scale</button>" not in page
+    )
+
+
+def test_operator_sees_deploy_rollback_and_scale(client, operator, topology, failed_deployment):
+    client.force_login(operator)
+    page = client.get(f"/deployments/topology/{topology.pk}/panel/").content.decode()
+    assert "Deploy revision 1" in page
+    assert ">Scale</button>" in page
+    assert f'data-topology="{topology.pk}"' in page
+
+
+def test_drift_banner_lists_differences_with_reapply(client, operator, topology):
+    topology.deployed_revision = topology.current_revision
+    topology.drift_state = "drifted"
+    topology.drift_detail = {
+        "differences": ["ModelServing/x: spec.template.roles[1].replicas live 1, desired 2"]
+    }
+    topology.save()
+    client.force_login(operator)
+    page = client.get(f"/deployments/topology/{topology.pk}/panel/").content.decode()
+    assert "no longer matches revision 1" in page
+    assert "roles[1].replicas live 1, desired 2" in page
+    assert "Re-apply revision 1" in page
+
+
+def test_never_deployed_topology_explains_what_deploy_does(client, viewer, topology):
+    client.force_login(viewer)
+    page = client.get(f"/deployments/topology/{topology.pk}/panel/").content.decode()
+    assert "Not deployed yet" in page and "last good revision" in page

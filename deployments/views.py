@@ -1,0 +1,135 @@
+"""Page actions from the topology detail page (plain forms: they work without JavaScript too)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.permissions import role_required
+from accounts.roles import Role
+from controlplane.api.errors import DomainError
+from controlplane.client_ip import client_ip
+from deployments import selectors, services
+from deployments.models import Deployment
+from topologies.models import Revision, Topology
+
+
+def _back(topology_id: int) -> HttpResponseRedirect:
+    return HttpResponseRedirect(reverse("topologies:detail", args=[topology_id]) + "#deployments")
+
+
+def _started(request: HttpRequest, deployment: Deployment) -> None:
+    messages.success(request, f"Deployment #{deployment.pk} ({deployment.describe()}) queued.")
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+@require_POST
+@role_required(Role.OPERATOR)
+def topology_deploy(request: HttpRequest, pk: int) -> HttpResponse:
+    topology = get_object_or_404(Topology, pk=pk)
+    try:
+        _started(
+            request,
+            services.deployment_start(topology=topology, actor=request.user, source_ip=client_ip(request)),
+        )
+    except DomainError as error:
+        messages.error(request, f"Not deployed: {error.message}")
+    return _back(pk)
+
+
+@require_POST
+@role_required(Role.OPERATOR)
+def topology_rollback(request: HttpRequest, pk: int) -> HttpResponse:
+    topology = get_object_or_404(Topology, pk=pk)
+    number = _int(request.POST.get("revision"))
+    revision = Revision.objects.filter(topology=topology, number=number).first() if number else None
+    if revision is None:
+        messages.error(request, "Roll back: choose one of the topology's revisions.")
+        return _back(pk)
+    try:
+        _started(
+            request,
+            services.topology_rollback_start(
+                topology=topology, to_revision=revision, actor=request.user, source_ip=client_ip(request)
+            ),
+        )
+    except DomainError as error:
+        messages.error(request, f"Not rolled back: {error.message}")
+    return _back(pk)
+
+
+@require_POST
+@role_required(Role.OPERATOR)
+def topology_scale(request: HttpRequest, pk: int) -> HttpResponse:
+    topology = get_object_or_404(Topology, pk=pk)
+    replicas = _int(request.POST.get("replicas"))
+    role = request.POST.get("role", "")
+    if replicas is None or replicas < 0 or role not in services.ROLES:
+        messages.error(request, "Scale: choose prefill or decode and a replica count of 0 or more.")
+        return _back(pk)
+    try:
+        _started(
+            request,
+            services.topology_scale_start(
+                topology=topology,
+                role=role,
+                replicas=replicas,
+                actor=request.user,
+                source_ip=client_ip(request),
+            ),
+        )
+    except DomainError as error:
+        detail = "; ".join(f"{k}: {v[0]}" for k, v in error.fields.items()) if error.fields else ""
+        messages.error(request, f"Not scaled: {error.message}" + (f" ({detail})" if detail else ""))
+    return _back(pk)
+
+
+@require_POST
+@role_required(Role.OPERATOR)
+def topology_reapply(request: HttpRequest, pk: int) -> HttpResponse:
+    topology = get_object_or_404(Topology, pk=pk)
+    try:
+        _started(
+            request,
+            services.topology_reapply_start(
+                topology=topology, actor=request.user, source_ip=client_ip(request)
+            ),
+        )
+    except DomainError as error:
+        messages.error(request, f"Not re-applied: {error.message}")
+    return _back(pk)
+
+
+@require_POST
+@role_required(Role.OPERATOR)
+def deployment_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    deployment = get_object_or_404(Deployment, pk=pk)
+    try:
+        services.deployment_cancel(deployment=deployment, actor=request.user, source_ip=client_ip(request))
+        messages.info(
+            request, f"Cancelling deployment #{deployment.pk}; it returns to the last good revision."
+        )
+    except DomainError as error:
+        messages.error(request, error.message)
+    return (
+        _back(deployment.topology_id) if deployment.topology_id else HttpResponseRedirect(reverse("overview"))
+    )
+
+
+@require_GET
+@role_required(Role.VIEWER)
+def topology_panel(request: HttpRequest, pk: int) -> HttpResponse:
+    """The deployments panel alone, re-fetched by the page when a deployment finishes."""
+    topology = get_object_or_404(Topology.objects.select_related("cluster"), pk=pk)
+    return render(
+        request, "deployments/_topology_panel.html", selectors.topology_panel_context(topology, request)
+    )
