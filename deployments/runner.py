@@ -150,7 +150,11 @@ def run(deployment_id: int, *, worker: str) -> str:
 
 def _deploy_options(deployment: Deployment) -> tuple[float, bool]:
     """(ready timeout in seconds, automatic rollback) from the topology's policy, else the environment."""
-    policy = DeployPolicy.objects.filter(topology_id=deployment.topology_id).first()
+    policy = (
+        DeployPolicy.objects.filter(topology_id=deployment.topology_id).first()
+        if deployment.topology_id is not None
+        else None
+    )
     timeout = policy.ready_timeout_seconds if policy is not None else None
     auto = policy.auto_rollback if policy is not None else None
     return (
