@@ -1,0 +1,172 @@
+"""Topology API shapes. Specs are validated by ``TopologySpec.from_dict``, the same code as the editor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from clusters.models import Cluster
+from topologies.models import Revision, Topology
+from topologies.spec import SpecError, TopologySpec
+
+
+def validated_spec(value: Any) -> TopologySpec:
+    """Parse a spec or raise a DRF error whose fields are paths inside ``spec`` (spec.roles.prefill...)."""
+    try:
+        return TopologySpec.from_dict(value)
+    except SpecError as error:
+        raise serializers.ValidationError(error.errors) from None
+
+
+class TopologySerializer(serializers.ModelSerializer[Topology]):
+    cluster_name = serializers.CharField(source="cluster.name", read_only=True)
+    current_revision = serializers.IntegerField(
+        source="current_revision.number", read_only=True, default=None
+    )
+    deployed_revision = serializers.IntegerField(
+        source="deployed_revision.number", read_only=True, default=None
+    )
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = Topology
+        fields = [
+            "id",
+            "name",
+            "cluster",
+            "cluster_name",
+            "namespace",
+            "model_name",
+            "engine",
+            "image",
+            "backend",
+            "kv_connector",
+            "slo_ttft_ms",
+            "slo_tbt_ms",
+            "current_revision",
+            "deployed_revision",
+            "drift_state",
+            "drift_detail",
+            "spec",
+            "created",
+            "updated",
+            "created_by",
+        ]
+        read_only_fields = fields
+
+
+class TopologyCreateSerializer(serializers.Serializer[Any]):
+    cluster = serializers.PrimaryKeyRelatedField(
+        queryset=Cluster.objects.all(),
+        error_messages={
+            "does_not_exist": "cluster {pk_value} does not exist; use an id from /api/v1/clusters/"
+        },
+    )
+    spec = serializers.JSONField(
+        help_text="The topology spec: name, namespace, engine, connector, roles, ..."
+    )
+    message = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+    def validate_spec(self, value: Any) -> TopologySpec:
+        return validated_spec(value)
+
+
+class TopologyUpdateSerializer(serializers.Serializer[Any]):
+    spec = serializers.JSONField(help_text="The whole new spec; an unchanged spec creates no revision.")
+    message = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=500,
+        help_text="Why it changed; shown in the revision list.",
+    )
+
+    def validate_spec(self, value: Any) -> TopologySpec:
+        return validated_spec(value)
+
+
+class PreflightSpecSerializer(serializers.Serializer[Any]):
+    cluster = serializers.PrimaryKeyRelatedField(
+        queryset=Cluster.objects.all(),
+        error_messages={
+            "does_not_exist": "cluster {pk_value} does not exist; use an id from /api/v1/clusters/"
+        },
+    )
+    spec = serializers.JSONField()
+
+    def validate_spec(self, value: Any) -> TopologySpec:
+        return validated_spec(value)
+
+
+class PreflightRevisionSerializer(serializers.Serializer[Any]):
+    revision = serializers.IntegerField(
+        required=False, min_value=1, help_text="Revision number to check; default the current one."
+    )
+
+
+class FindingSerializer(serializers.Serializer[Any]):
+    level = serializers.ChoiceField(choices=["error", "warning"])
+    code = serializers.CharField()
+    field = serializers.CharField()
+    message = serializers.CharField()
+    fix = serializers.CharField()
+
+
+class PreflightResultSerializer(serializers.Serializer[Any]):
+    ok = serializers.BooleanField(help_text="True when no finding blocks a deploy.")
+    error_count = serializers.IntegerField()
+    warning_count = serializers.IntegerField()
+    findings = FindingSerializer(many=True)
+
+
+class RevisionListSerializer(serializers.ModelSerializer[Revision]):
+    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = Revision
+        fields = ["number", "message", "created", "created_by"]
+        read_only_fields = fields
+
+
+class RevisionSerializer(RevisionListSerializer):
+    class Meta(RevisionListSerializer.Meta):
+        fields = [*RevisionListSerializer.Meta.fields, "spec", "manifests"]
+        read_only_fields = fields
+
+
+class DiffQuerySerializer(serializers.Serializer[Any]):
+    from_ = serializers.IntegerField(
+        min_value=1,
+        help_text="Older revision number.",
+        error_messages={
+            "required": "is required: the revision to diff from, e.g. ?from=1&to=2",
+            "invalid": "must be a revision number, e.g. ?from=1&to=2",
+            "null": "is required: the revision to diff from, e.g. ?from=1&to=2",
+        },
+    )
+    to = serializers.IntegerField(
+        min_value=1,
+        help_text="Newer revision number.",
+        error_messages={
+            "required": "is required: the revision to diff to, e.g. ?from=1&to=2",
+            "invalid": "must be a revision number, e.g. ?from=1&to=2",
+            "null": "is required: the revision to diff to, e.g. ?from=1&to=2",
+        },
+    )
+
+    def to_internal_value(self, data: Any) -> Any:
+        data = {"from_": data.get("from"), "to": data.get("to")}
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            detail = error.detail
+            if isinstance(detail, dict) and "from_" in detail:
+                detail["from"] = detail.pop("from_")
+            raise serializers.ValidationError(detail) from None
+
+
+class DiffSerializer(serializers.Serializer[Any]):
+    topology = serializers.IntegerField()
+    from_revision = serializers.IntegerField()
+    to_revision = serializers.IntegerField()
+    diff = serializers.CharField(help_text="Unified diff of the rendered manifests as YAML (empty if equal).")

@@ -1,0 +1,208 @@
+"""Topology API: thin views over topologies.services and selectors.
+
+Roles: viewers read and run preflight (it only reads the cluster); operators create and change
+topologies (every change is a new revision, nothing touches the cluster until a deploy) and delete
+them (which removes their cluster objects through a delete job, answered with 202).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.roles import Role
+from controlplane.api.errors import DomainError
+from controlplane.client_ip import client_ip
+from topologies import selectors, services
+from topologies.api.serializers import (
+    DiffQuerySerializer,
+    DiffSerializer,
+    PreflightResultSerializer,
+    PreflightRevisionSerializer,
+    PreflightSpecSerializer,
+    RevisionListSerializer,
+    RevisionSerializer,
+    TopologyCreateSerializer,
+    TopologySerializer,
+    TopologyUpdateSerializer,
+)
+from topologies.filtersets import TopologyFilterSet
+from topologies.models import Revision, Topology
+from topologies.preflight import Finding
+from topologies.spec import SpecError
+
+
+def preflight_body(findings: list[Finding]) -> dict[str, Any]:
+    errors = sum(1 for f in findings if f.blocking)
+    return {
+        "ok": errors == 0,
+        "error_count": errors,
+        "warning_count": len(findings) - errors,
+        "findings": [f.as_dict() for f in findings],
+    }
+
+
+def spec_error(error: SpecError) -> DomainError:
+    fields = {f"spec.{path}": messages for path, messages in error.errors.items()}
+    first_path, first = next(iter(fields.items()))
+    return DomainError(f"{first_path}: {first[0]}", code="invalid", fields=fields)
+
+
+class TopologyViewSet(
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet[Topology],
+):
+    """P/D topologies. Viewers read and preflight; operators create, change and delete."""
+
+    serializer_class = TopologySerializer
+    filterset_class = TopologyFilterSet
+    write_role = Role.OPERATOR
+    action_roles = {"preflight": Role.VIEWER, "preflight_spec": Role.VIEWER}
+
+    def get_queryset(self) -> QuerySet[Topology]:
+        return selectors.topology_list()
+
+    @extend_schema(request=TopologyCreateSerializer, responses={201: TopologySerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        data = TopologyCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        topology = services.topology_create(
+            cluster=data.validated_data["cluster"],
+            spec=data.validated_data["spec"],
+            actor=request.user,
+            source_ip=client_ip(request),
+            message=data.validated_data.get("message", ""),
+        )
+        return Response(TopologySerializer(topology).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=TopologyUpdateSerializer, responses={200: TopologySerializer})
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        topology = self.get_object()
+        data = TopologyUpdateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        try:
+            updated = services.topology_update(
+                topology=topology,
+                spec=data.validated_data["spec"],
+                actor=request.user,
+                message=data.validated_data.get("message", ""),
+                source_ip=client_ip(request),
+            )
+        except SpecError as error:
+            raise spec_error(error) from None
+        return Response(TopologySerializer(selectors.topology_list().get(pk=updated.pk)).data)
+
+    @extend_schema(
+        responses={202: OpenApiResponse(description="A delete job; follow it at /api/v1/deployments/{id}/")}
+    )
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        from deployments.services import topology_delete_start
+
+        topology = self.get_object()
+        job = topology_delete_start(topology=topology, actor=request.user, source_ip=client_ip(request))
+        return Response(
+            {"deployment": job.pk, "state": job.state, "url": f"/api/v1/deployments/{job.pk}/"},
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+    @extend_schema(request=PreflightRevisionSerializer, responses={200: PreflightResultSerializer})
+    @action(detail=True, methods=["post"])
+    def preflight(self, request: Request, pk: str | None = None) -> Response:
+        topology = self.get_object()
+        data = PreflightRevisionSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        revision: Revision | None = None
+        if "revision" in data.validated_data:
+            revision = selectors.revision_get(topology, data.validated_data["revision"])
+            if revision is None:
+                raise DomainError(
+                    f"topology {topology.name} has no revision {data.validated_data['revision']}",
+                    code="not_found",
+                    fields={"revision": ["use a number from the revisions list"]},
+                    status_code=404,
+                )
+        return Response(preflight_body(services.topology_preflight(topology=topology, revision=revision)))
+
+    @extend_schema(request=PreflightSpecSerializer, responses={200: PreflightResultSerializer})
+    @action(detail=False, methods=["post"], url_path="preflight")
+    def preflight_spec(self, request: Request) -> Response:
+        data = PreflightSpecSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        findings = services.spec_preflight(
+            cluster=data.validated_data["cluster"], spec=data.validated_data["spec"]
+        )
+        return Response(preflight_body(findings))
+
+
+def _topology(pk: int) -> Topology:
+    return get_object_or_404(Topology.objects.all(), pk=pk)
+
+
+class RevisionList(APIView):
+    """Revisions of one topology, newest first."""
+
+    @extend_schema(responses={200: RevisionListSerializer(many=True)})
+    def get(self, request: Request, pk: int) -> Response:
+        revisions = selectors.topology_revisions(_topology(pk))
+        return Response(RevisionListSerializer(revisions, many=True).data)
+
+
+class RevisionDetail(APIView):
+    """One revision with its spec snapshot and rendered manifests."""
+
+    @extend_schema(responses={200: RevisionSerializer})
+    def get(self, request: Request, pk: int, number: int) -> Response:
+        revision = selectors.revision_get(_topology(pk), number)
+        if revision is None:
+            raise DomainError(
+                f"no revision {number}",
+                code="not_found",
+                status_code=404,
+                fields={"number": ["use a number from the revisions list"]},
+            )
+        return Response(RevisionSerializer(revision).data)
+
+
+class RevisionDiff(APIView):
+    """Unified diff of two revisions' manifests (YAML, stable key order)."""
+
+    @extend_schema(
+        parameters=[OpenApiParameter("from", int, required=True), OpenApiParameter("to", int, required=True)],
+        responses={200: DiffSerializer},
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        topology = _topology(pk)
+        query = DiffQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        numbers = {"from": query.validated_data["from_"], "to": query.validated_data["to"]}
+        found: dict[str, Revision] = {}
+        for key, number in numbers.items():
+            revision = selectors.revision_get(topology, number)
+            if revision is None:
+                raise DomainError(
+                    f"topology {topology.name} has no revision {number}",
+                    code="not_found",
+                    status_code=404,
+                    fields={key: ["use a number from the revisions list"]},
+                )
+            found[key] = revision
+        return Response(
+            {
+                "topology": topology.pk,
+                "from_revision": numbers["from"],
+                "to_revision": numbers["to"],
+                "diff": services.revision_diff(found["from"], found["to"]),
+            }
+        )
