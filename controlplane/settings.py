@@ -247,6 +247,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Choice sets that share a field name get stable, readable enum names in the schema.
+    "ENUM_NAME_OVERRIDES": {
+        "UserRoleEnum": "accounts.roles.Role",
+        "HealthStateEnum": "clusters.models.HealthState",
+        "DeploymentStateEnum": "deployments.models.State",
+    },
 }
 
 # Celery: JSON only, late acks, queues named by purpose so they scale apart.
