@@ -1,10 +1,143 @@
+"""Pages: clusters list, register, detail, remove. Each action calls one service."""
+
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from accounts.permissions import role_required
+from accounts.roles import Role
+from clusters import selectors, services
+from clusters.checks import KTHENA_CRDS
+from clusters.filtersets import ClusterFilterSet
+from clusters.forms import ClusterDeleteForm, ClusterRegisterForm
+from clusters.models import Cluster
+from controlplane.api.errors import DomainError
+from controlplane.client_ip import client_ip
+from kube.kubeconfig import KubeconfigError, list_contexts
 
 
 @login_required
 def clusters_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "clusters/list.html", {"title": "Clusters"})
+    filterset = ClusterFilterSet(request.GET or None, queryset=selectors.cluster_list())
+    clusters = filterset.qs if filterset.is_bound and filterset.is_valid() else selectors.cluster_list()
+    return render(
+        request,
+        "clusters/list.html",
+        {
+            "title": "Clusters",
+            "clusters": list(clusters),
+            "filter": filterset,
+            "filtered": bool(request.GET),
+            "total": Cluster.objects.count(),
+        },
+    )
+
+
+@role_required(Role.ADMIN)
+def cluster_register(request: HttpRequest) -> HttpResponse:
+    form = ClusterRegisterForm(request.POST or None, request.FILES or None)
+    contexts: list[str] = []
+    if request.method == "POST" and form.is_valid():
+        try:
+            cluster = services.cluster_register(
+                **form.service_kwargs(), actor=request.user, source_ip=client_ip(request)
+            )
+        except DomainError as exc:
+            form.add_service_errors(exc.fields, exc.message)
+        else:
+            if cluster.health_state == "unreachable":
+                messages.warning(
+                    request, f"Saved {cluster.name}, but it is unreachable: {cluster.last_error}"
+                )
+            else:
+                messages.success(
+                    request, f"Registered {cluster.name} ({cluster.version}); full check queued."
+                )
+            return redirect("clusters:detail", pk=cluster.pk)
+    if form.is_bound and form.data.get("method") == "kubeconfig":
+        text = getattr(form, "cleaned_data", {}).get("kubeconfig") or form.data.get("kubeconfig", "")
+        if text and not form.data.get("kubeconfig"):
+            # An uploaded file comes back in the text box so the operator need not upload it again.
+            form.data = {**form.data.dict(), "kubeconfig": text} if hasattr(form.data, "dict") else form.data
+        try:
+            contexts = list_contexts(text) if text else []
+        except KubeconfigError:
+            contexts = []
+    return render(
+        request, "clusters/register.html", {"title": "Register a cluster", "form": form, "contexts": contexts}
+    )
+
+
+@login_required
+def cluster_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    cluster = get_object_or_404(selectors.cluster_list(), pk=pk)
+    permissions = sorted(cluster.permissions, key=lambda p: (bool(p.get("allowed")), str(p.get("label"))))
+    return render(
+        request,
+        "clusters/detail.html",
+        {
+            "title": cluster.name,
+            "cluster": cluster,
+            "nodes": list(selectors.cluster_nodes(cluster)),
+            "accelerators": selectors.cluster_accelerators(cluster),
+            "history": selectors.cluster_health_history(cluster, limit=30),
+            "topologies": selectors.cluster_topology_names(cluster),
+            "permissions": permissions,
+            "kthena_crds": [(name, name in (cluster.installed_crds or [])) for name in KTHENA_CRDS],
+        },
+    )
+
+
+@require_POST
+@role_required(Role.ADMIN)
+def cluster_check(request: HttpRequest, pk: int) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, pk=pk)
+    cluster = services.cluster_check(cluster_id=cluster.pk, actor=request.user, source_ip=client_ip(request))
+    if cluster.health_state == "healthy":
+        messages.success(request, f"{cluster.name} is healthy.")
+    else:
+        messages.warning(request, f"{cluster.name} is {cluster.health_state}: {cluster.last_error}")
+    return redirect("clusters:detail", pk=cluster.pk)
+
+
+@require_POST
+@role_required(Role.OPERATOR)
+def cluster_test_connection(request: HttpRequest, pk: int) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, pk=pk)
+    result = services.cluster_test_connection(cluster=cluster)
+    if result.ok:
+        messages.success(
+            request, f"Connected to {cluster.name}: {result.version} in {result.latency_ms:.0f} ms."
+        )
+    else:
+        messages.error(request, f"Connection test failed: {result.message}")
+    return redirect("clusters:detail", pk=cluster.pk)
+
+
+@role_required(Role.ADMIN)
+def cluster_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, pk=pk)
+    topologies = selectors.cluster_topology_names(cluster)
+    form = ClusterDeleteForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.cluster_delete(
+                cluster=cluster,
+                confirm=form.cleaned_data["confirm"],
+                actor=request.user,
+                source_ip=client_ip(request),
+            )
+        except DomainError as exc:
+            form.add_error(None, exc.message)
+        else:
+            messages.success(request, f"Removed cluster {cluster.name}.")
+            return redirect("clusters:list")
+    return render(
+        request,
+        "clusters/delete.html",
+        {"title": f"Remove {cluster.name}", "cluster": cluster, "topologies": topologies, "form": form},
+    )

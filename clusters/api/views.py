@@ -23,12 +23,9 @@ from clusters.api.serializers import (
 )
 from clusters.filtersets import ClusterFilterSet
 from clusters.models import Cluster
+from controlplane.client_ip import client_ip
 
 _CREDENTIALS = ("kubeconfig", "server", "token", "ca_bundle")
-
-
-def _client_ip(request: Request) -> str | None:
-    return request.META.get("REMOTE_ADDR") or None
 
 
 class ClusterViewSet(
@@ -59,7 +56,7 @@ class ClusterViewSet(
             in_cluster=bool(data.get("in_cluster")),
             allow_unreachable=bool(data.get("allow_unreachable")),
             actor=self.request.user,
-            source_ip=_client_ip(self.request),
+            source_ip=client_ip(self.request),
         )
 
     def perform_update(self, serializer: BaseSerializer[Cluster]) -> None:
@@ -74,7 +71,7 @@ class ClusterViewSet(
             in_cluster=bool(data.get("in_cluster")),
             allow_unreachable=bool(data.get("allow_unreachable")),
             actor=self.request.user,
-            source_ip=_client_ip(self.request),
+            source_ip=client_ip(self.request),
         )
 
     @extend_schema(parameters=[OpenApiParameter("confirm", bool, description="Also remove its topologies.")])
@@ -85,7 +82,7 @@ class ClusterViewSet(
             cluster=self.get_object(),
             confirm=query.validated_data["confirm"],
             actor=request.user,
-            source_ip=_client_ip(request),
+            source_ip=client_ip(request),
         )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
@@ -107,7 +104,7 @@ class ClusterViewSet(
     def check(self, request: Request, pk: str | None = None) -> Response:
         """Run the full check now (connectivity, permissions, CRDs, nodes) and return the updated cluster."""
         cluster = services.cluster_check(
-            cluster_id=self.get_object().pk, actor=request.user, source_ip=_client_ip(request)
+            cluster_id=self.get_object().pk, actor=request.user, source_ip=client_ip(request)
         )
         return Response(ClusterSerializer(selectors.cluster_list().get(pk=cluster.pk)).data)
 
