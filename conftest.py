@@ -70,3 +70,28 @@ def api_client():  # type: ignore[no-untyped-def]
     from rest_framework.test import APIClient
 
     return APIClient()
+
+
+# Sandbox clusters (an emulated Kubernetes API + controllers in a subprocess; see sandbox/README.md).
+@pytest.fixture(scope="session")
+def sandbox_cluster():  # type: ignore[no-untyped-def]
+    from sandbox.testing import SandboxCluster
+
+    with SandboxCluster(nodes=4, accelerators=["huawei.com/ascend-1980=8"]) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def sandbox_cluster_no_kthena():  # type: ignore[no-untyped-def]
+    from sandbox.testing import SandboxCluster
+
+    with SandboxCluster(nodes=4, accelerators=["huawei.com/ascend-1980=8"], kthena=False) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def sandbox_cluster_tls():  # type: ignore[no-untyped-def]
+    from sandbox.testing import SandboxCluster
+
+    with SandboxCluster(nodes=4, accelerators=["huawei.com/ascend-1980=8"], tls=True) as cluster:
+        yield cluster

@@ -1,0 +1,47 @@
+"""Starts and stops every controller of a sandbox cluster on the server's event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+from sandbox.apiserver.objects import Api
+from sandbox.apiserver.storage import WatchEvent
+from sandbox.controllers.base import EventRecorder, IpPool, Reconciler
+from sandbox.controllers.nodes import NamespaceController, create_nodes
+
+if TYPE_CHECKING:
+    from sandbox.controllers.runtime import SandboxOptions
+
+
+class ControllerManager:
+    def __init__(self, api: Api, options: SandboxOptions, net: int) -> None:
+        self.api = api
+        self.options = options
+        self.net = net
+        self.ips = IpPool(net)
+        self.events = EventRecorder(api)
+        self.reconcilers: list[Reconciler] = [NamespaceController(api)]
+        self._tasks: list[asyncio.Task[None]] = []
+        api.store.add_listener(self._on_event)
+
+    def _on_event(self, event: WatchEvent) -> None:
+        for reconciler in self.reconcilers:
+            reconciler.notify(event)
+
+    def pod_logs(self, namespace: str, name: str, container: str | None, previous: bool) -> list[str]:
+        return []
+
+    async def start(self) -> None:
+        o = self.options
+        create_nodes(self.api, o.nodes, o.accelerators, o.node_labels, o.node_cpu, o.node_memory, self.net)
+        for reconciler in self.reconcilers:
+            self._tasks.append(asyncio.create_task(reconciler.run(), name=reconciler.name))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
