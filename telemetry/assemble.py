@@ -72,7 +72,7 @@ class PodResult:
 def backoff_after_failure(previous: Backoff | None, *, now: float, interval_s: float) -> Backoff:
     """Exponential back-off: skip 1, 2, 4, ... intervals (at most 30 s) after consecutive failures."""
     failures = (previous["failures"] if previous else 0) + 1
-    delay = min(30.0, interval_s * (2 ** (failures - 1))) if failures > 1 else 0.0
+    delay = min(30.0, interval_s * (2 ** (failures - 2))) if failures > 1 else 0.0
     return Backoff(failures=failures, retry_at=now + delay)
 
 

@@ -35,7 +35,9 @@ DEFAULT_SLOW_MS = 250.0
 
 
 class LinkEntry(TypedDict):
-    """One row of a decode pod's link table, engine-neutral; counters are cumulative."""
+    """One row of a decode pod's link table, engine-neutral; counters are cumulative.
+
+    ``transfers`` counts successful transfers, ``failures`` failed ones (as LLM-DataDist reports)."""
 
     peer: str  # prefill pod name (or its address when the name is unknown)
     status_code: str | None
@@ -53,6 +55,11 @@ def _num(row: Mapping[str, Any], *keys: str) -> float | None:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
     return None
+
+
+def _xfer_ms_total(row: Mapping[str, Any]) -> float | None:
+    seconds = _num(row, "xfer_seconds_sum")
+    return seconds * 1000 if seconds is not None else _num(row, "xfer_ms_total", "transfer_ms_total")
 
 
 def normalize_table(payload: Any, pod_by_address: Mapping[str, str]) -> list[LinkEntry]:
@@ -79,7 +86,7 @@ def normalize_table(payload: Any, pod_by_address: Mapping[str, str]) -> list[Lin
                 transfers=_num(row, "transfers", "transfer_count", "pulls") or 0.0,
                 failures=_num(row, "failures", "failed", "failed_transfers") or 0.0,
                 bytes=_num(row, "bytes", "bytes_transferred") or 0.0,
-                xfer_ms_total=_num(row, "xfer_ms_total", "transfer_ms_total"),
+                xfer_ms_total=_xfer_ms_total(row),
                 xfer_ms_p50=_num(row, "xfer_ms_p50", "latency_ms_p50"),
                 xfer_ms_p95=_num(row, "xfer_ms_p95", "latency_ms_p95"),
             )
@@ -92,7 +99,7 @@ def link_state(
 ) -> LinkState:
     if status_code in DOWN_CODES:
         return "down"
-    if failed > 0 and transfers <= failed:
+    if failed > 0 and transfers <= 0:
         return "down"
     if failed > 0 or (p95_ms is not None and p95_ms > slow_ms):
         return "degraded"
@@ -125,7 +132,7 @@ def link_reason(
             "check the link and re-establish it"
         )
     if failed > 0:
-        total = max(transfers, failed)
+        total = transfers + failed
         return f"{failed:.0f} of {total:.0f} KV transfers from {prefill} to {decode} failed {window}"
     return (
         f"KV transfers from {prefill} to {decode} are slow: p95 {p95_ms:.0f} ms (threshold {slow_ms:.0f} ms)"
@@ -158,23 +165,24 @@ def decode_links(
         transfers = _increment(entry["transfers"], prev["transfers"] if prev else None, reset)
         failed = _increment(entry["failures"], prev["failures"] if prev else None, reset)
         moved = _increment(entry["bytes"], prev["bytes"] if prev else None, reset)
-        rows.append((entry, prev, transfers, failed, moved))
+        rows.append((entry, prev, transfers, failed, moved, reset))
 
     active = [row for row in rows if row[2] > 0]
     seconds = window.seconds if window is not None and window.seconds > 0 else interval_s
     pod_hist = window.hists.get("xfer_time") if window is not None else None
     samples: list[LinkSample] = []
-    for entry, prev, transfers, failed, moved in rows:
+    for entry, prev, transfers, failed, moved, reset in rows:
         p50 = entry["xfer_ms_p50"]
         p95 = entry["xfer_ms_p95"]
         if (p50 is None or p95 is None) and pod_hist and len(active) == 1 and active[0][0] is entry:
             q50, q95 = quantile(pod_hist, 0.5), quantile(pod_hist, 0.95)
             p50 = q50 * 1000 if q50 is not None else None
             p95 = q95 * 1000 if q95 is not None else None
-        if p50 is None and entry["xfer_ms_total"] is not None and prev and prev["xfer_ms_total"] is not None:
-            ok = transfers - failed
-            if ok > 0:
-                p50 = max(0.0, entry["xfer_ms_total"] - prev["xfer_ms_total"]) / ok
+        total, before = entry["xfer_ms_total"], prev["xfer_ms_total"] if prev else None
+        if p50 is None and total is not None and before is not None and transfers > 0:
+            # Several links share the pod's histogram: the link's own mean stands in for both figures.
+            p50 = max(0.0, total - (0.0 if reset else before)) / transfers
+            p95 = p95 if p95 is not None else p50
         state = link_state(
             status_code=entry["status_code"], transfers=transfers, failed=failed, p95_ms=p95, slow_ms=slow_ms
         )

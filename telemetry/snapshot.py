@@ -112,7 +112,7 @@ class LinkSample(TypedDict):
     xfer_p50_ms: float | None
     xfer_p95_ms: float | None
     bytes_per_s: float | None
-    transfers: int  # transfers in this interval
+    transfers: int  # successful transfers in this interval
     failed: int  # failed transfers in this interval
     reason: str | None  # why it is degraded or down, in words
 
