@@ -15,7 +15,7 @@ class UserSerializer(serializers.ModelSerializer[User]):
 
 class UserCreateSerializer(serializers.Serializer[User]):
     username = serializers.CharField(max_length=150)
-    email = serializers.EmailField(required=False, allow_blank=True, default="")
+    email = serializers.EmailField(required=False, allow_blank=True)
     role = serializers.ChoiceField(choices=Role.choices, default=Role.VIEWER)
     password = serializers.CharField(write_only=True, style={"input_type": "password"})
 
