@@ -184,11 +184,17 @@ def _run_rollout(job: Job) -> None:
         if deployment.state in (State.QUEUED, State.PREFLIGHT) and not _preflight(job):
             return
         manifests = list(revision.manifests)
-        job.move(
-            State.APPLYING,
-            f"Applying {len(manifests)} objects of revision {revision.number}",
-            detail={"objects": [plan.key_text(plan.object_key(o)) for o in manifests]},
-        )
+        detail = {"objects": [plan.key_text(plan.object_key(o)) for o in manifests]}
+        if job.load().state == State.WAITING:  # resumed: apply again (a no-op when already applied)
+            deployment_step_add(
+                deployment=job.load(),
+                message=f"Re-applying {len(manifests)} objects of revision {revision.number}",
+                detail=detail,
+            )
+        else:
+            job.move(
+                State.APPLYING, f"Applying {len(manifests)} objects of revision {revision.number}", detail
+            )
         try:
             _ensure_namespace(job, conn, topology.namespace)
             kube.apply_objects(conn, manifests)

@@ -19,7 +19,6 @@ def worker_name() -> str:
 @shared_task(
     bind=True,
     name="deployments.tasks.run_deployment",
-    queue="deploy",
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=None,
@@ -33,7 +32,7 @@ def run_deployment(self: Task, deployment_id: int) -> str:
     return outcome
 
 
-@shared_task(name="deployments.tasks.check_drift", queue="deploy", ignore_result=True)
+@shared_task(name="deployments.tasks.check_drift", ignore_result=True)
 def check_drift() -> int:
     """Compare every deployed topology with its cluster objects; returns how many drifted."""
     from deployments.services import drift_check_all
@@ -41,7 +40,7 @@ def check_drift() -> int:
     return drift_check_all()
 
 
-@shared_task(name="deployments.tasks.reap_deployments", queue="deploy", ignore_result=True)
+@shared_task(name="deployments.tasks.reap_deployments", ignore_result=True)
 def reap_deployments() -> int:
     """Resume (or fail) deployments whose worker stopped sending heartbeats; returns how many."""
     from deployments.selectors import orphaned_deployments

@@ -1,0 +1,235 @@
+"""Deploys against a real sandbox: Ready, failures diagnosed and rolled back, rollback, scale, delete."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from deployments.models import Kind, State
+from deployments.tests.sandbox_helpers import (
+    deploy_now,
+    pod_templates,
+    ready_pods,
+    register,
+    revision_with_manifests,
+)
+
+PRESETS = ["deepseek-ascend-mooncake", "qwen-gpu-nixl", "qwen-sglang-mooncake"]
+
+
+@pytest.fixture(scope="module")
+def lab_sandbox():
+    from sandbox.testing import SandboxCluster
+
+    with SandboxCluster(nodes=4, accelerators=["huawei.com/ascend-1980=8", "nvidia.com/gpu=8"]) as cluster:
+        yield cluster
+
+
+@pytest.fixture(autouse=True)
+def fast_deploys(settings):
+    settings.DEPLOY_POLL_SECONDS = 0.2
+    settings.DEPLOY_FAIL_FAST_SECONDS = 2
+    settings.DEPLOY_READY_TIMEOUT_SECONDS = 60
+
+
+@pytest.fixture
+def lab(lab_sandbox, db):
+    return register(lab_sandbox)
+
+
+@pytest.fixture
+def conn(lab):
+    from clusters.selectors import cluster_connection
+
+    return cluster_connection(lab)
+
+
+@pytest.fixture
+def new_topology(lab, operator):
+    from topologies.presets import preset_spec
+    from topologies.services import topology_create
+
+    def make(preset: str = "deepseek-ascend-mooncake", **overrides):
+        spec = preset_spec(preset, namespace=f"t{uuid.uuid4().hex[:8]}", **overrides)
+        return topology_create(cluster=lab, spec=spec, actor=operator)
+
+    return make
+
+
+def _update(topology, operator, change):
+    from topologies.services import topology_update
+
+    spec = dict(topology.spec)
+    change(spec)
+    return topology_update(topology=topology, spec=spec, actor=operator, message="test change")
+
+
+def _running(new_topology, operator, preset: str = "deepseek-ascend-mooncake"):
+    topology = new_topology(preset)
+    first = deploy_now(topology, operator)
+    assert first.state == State.SUCCEEDED, (first.error, first.diagnosis)
+    return topology
+
+
+def _assert_previous_still_running(topology, conn, deployment, number: int = 1):
+    assert deployment.state == State.ROLLED_BACK, (deployment.error, deployment.diagnosis)
+    assert deployment.rolled_back_to.number == number
+    assert topology.deployed_revision.number == number
+    assert len(ready_pods(conn, topology, number)) == deployment.pods_total > 0
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_seed_preset_deploys_to_ready(new_topology, operator, conn, preset):
+    topology = new_topology(preset)
+    deployment = deploy_now(topology, operator)
+    assert deployment.state == State.SUCCEEDED, (deployment.error, deployment.diagnosis)
+    assert topology.deployed_revision == topology.current_revision
+    assert deployment.pods_ready == deployment.pods_total == len(ready_pods(conn, topology, 1)) > 0
+    messages = [s.message for s in deployment.steps.all()]
+    assert "Running preflight checks" in messages
+    assert messages[-1] == "Revision 1 is running: all pods Ready"
+
+
+def test_broken_image_tag_is_diagnosed_and_previous_revision_keeps_running(new_topology, operator, conn):
+    topology = _running(new_topology, operator)
+    _update(topology, operator, lambda s: s.update(image=s["image"] + "-broken"))
+    deployment = deploy_now(topology, operator)
+    codes = [d["code"] for d in deployment.diagnosis]
+    assert codes == ["image_pull"], deployment.diagnosis
+    assert "-broken" in deployment.diagnosis[0]["message"]
+    assert "registry" in deployment.diagnosis[0]["fix"]
+    _assert_previous_still_running(topology, conn, deployment)
+
+
+def test_bad_engine_argument_crash_loop_quotes_the_engine_error(new_topology, operator, conn):
+    topology = _running(new_topology, operator)
+    _update(topology, operator, lambda s: s["roles"]["decode"].update(extra_args=["--max-model-len", "lots"]))
+    deployment = deploy_now(topology, operator)
+    [found] = deployment.diagnosis
+    assert found["code"] == "crash_loop"
+    assert "invalid int value: 'lots'" in found["message"]
+    assert all("decode" in pod for pod in found["pods"])
+    _assert_previous_still_running(topology, conn, deployment)
+
+
+def test_wrong_accelerator_resource_is_stopped_by_preflight(new_topology, operator, conn):
+    topology = _running(new_topology, operator)
+    _update(
+        topology,
+        operator,
+        lambda s: s["roles"]["prefill"].update(accelerator_resource="huawei.com/Ascend910"),
+    )
+    deployment = deploy_now(topology, operator)
+    assert deployment.state == State.FAILED
+    text = " ".join(d["message"] + d["fix"] for d in deployment.diagnosis)
+    assert "huawei.com/Ascend910" in text and "huawei.com/ascend-1980" in text
+    assert "nothing was applied" in [s.message for s in deployment.steps.all()][-1]
+    assert topology.deployed_revision.number == 1 and len(ready_pods(conn, topology, 1)) == 2
+
+
+def test_wrong_accelerator_resource_at_runtime_names_what_nodes_offer(new_topology, operator, conn):
+    topology = _running(new_topology, operator)
+
+    def rename(obj):
+        for template in pod_templates(obj):
+            for container in template["spec"]["containers"]:
+                for part in ("requests", "limits"):
+                    asked = container.get("resources", {}).get(part, {})
+                    if "huawei.com/ascend-1980" in asked:
+                        asked["huawei.com/Ascend910"] = asked.pop("huawei.com/ascend-1980")
+
+    revision_with_manifests(topology, rename, "resource renamed")
+    deployment = deploy_now(topology, operator)
+    [found] = deployment.diagnosis
+    assert found["code"] == "resource_name_wrong"
+    assert "no node offers `huawei.com/Ascend910`" in found["message"]
+    assert "`huawei.com/ascend-1980`" in found["message"]
+    _assert_previous_still_running(topology, conn, deployment)
+
+
+def test_missing_configmap_mount_names_the_configmap(new_topology, operator, conn):
+    topology = _running(new_topology, operator)
+
+    def mount(obj):
+        for template in pod_templates(obj):
+            template["spec"].setdefault("volumes", []).append(
+                {"name": "engine-config", "configMap": {"name": "engine-config"}}
+            )
+            container = template["spec"]["containers"][0]
+            container.setdefault("volumeMounts", []).append(
+                {"name": "engine-config", "mountPath": "/etc/engine"}
+            )
+
+    revision_with_manifests(topology, mount, "mount a ConfigMap")
+    deployment = deploy_now(topology, operator)
+    assert {d["code"] for d in deployment.diagnosis} == {"mount_missing"}
+    assert "ConfigMap `engine-config`" in deployment.diagnosis[0]["message"]
+    _assert_previous_still_running(topology, conn, deployment)
+
+
+def test_missing_mooncake_master_is_diagnosed_as_connector_backend(new_topology, operator, conn):
+    topology = _running(new_topology, operator)
+    _update(
+        topology,
+        operator,
+        lambda s: s["connector"].update(type="mooncake-store", master_address="10.255.0.9:50051"),
+    )
+    deployment = deploy_now(topology, operator)
+    codes = {d["code"] for d in deployment.diagnosis}
+    assert codes == {"connector_backend_missing"}, deployment.diagnosis
+    assert "Mooncake master" in deployment.diagnosis[0]["message"]
+    _assert_previous_still_running(topology, conn, deployment)
+
+
+def test_first_deploy_failure_has_nothing_to_roll_back_to(new_topology, operator):
+    topology = new_topology(image="ghcr.io/volcano-sh/kthena-engine:v1-broken")
+    deployment = deploy_now(topology, operator)
+    assert deployment.state == State.FAILED
+    assert deployment.diagnosis[0]["code"] == "image_pull"
+    assert "no earlier good revision" in [s.message for s in deployment.steps.all()][-1]
+    assert topology.deployed_revision is None
+
+
+def test_manual_rollback_returns_to_an_earlier_revision(new_topology, operator, conn):
+    topology = _running(new_topology, operator)
+    _update(topology, operator, lambda s: s["roles"]["decode"].update(replicas=2))
+    second = deploy_now(topology, operator)
+    assert second.state == State.SUCCEEDED and len(ready_pods(conn, topology, 2)) == 3
+    first = topology.revisions.get(number=1)
+    rollback = deploy_now(topology, operator, revision=first, kind=Kind.ROLLBACK)
+    assert rollback.state == State.SUCCEEDED, (rollback.error, rollback.diagnosis)
+    assert topology.deployed_revision.number == 1
+    assert len(ready_pods(conn, topology, 1)) == 2
+    assert ready_pods(conn, topology, 2) == []
+
+
+def test_scale_adds_decode_pods(new_topology, operator, conn):
+    from deployments import runner
+    from deployments.services import topology_scale_start
+
+    topology = _running(new_topology, operator)
+    deployment = topology_scale_start(
+        topology=topology, role="decode", replicas=3, actor=operator, source_ip=None
+    )
+    assert runner.run(deployment.pk, worker="test-worker") == "claimed"
+    deployment.refresh_from_db()
+    topology.refresh_from_db()
+    assert deployment.state == State.SUCCEEDED, (deployment.error, deployment.diagnosis)
+    assert topology.deployed_revision.number == 2
+    roles = sorted(p.labels.get("tandem.io/role") for p in ready_pods(conn, topology, 2))
+    assert roles == ["decode", "decode", "decode", "prefill"]
+
+
+def test_delete_removes_cluster_objects_then_the_topology(new_topology, operator, conn):
+    import kube
+    from topologies.models import Topology
+
+    topology = _running(new_topology, operator)
+    namespace, pk = topology.namespace, topology.pk
+    deployment = deploy_now(topology, operator, kind=Kind.DELETE)
+    assert deployment.state == State.SUCCEEDED, deployment.error
+    assert not Topology.objects.filter(pk=pk).exists()
+    deployment.refresh_from_db()
+    assert deployment.topology is None and deployment.topology_name == topology.name
+    assert kube.list_objects(conn, "workload.serving.volcano.sh/v1alpha1", "ModelServing", namespace) == []
