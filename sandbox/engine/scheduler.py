@@ -13,6 +13,7 @@ behind prefill and TTFT rises; a generation-heavy load fills the batch and ITL r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
@@ -160,24 +161,33 @@ class Scheduler:
     async def _loop(self) -> None:
         cfg = self.cfg
         while True:
-            self._admit()
             decoding = [s for s in self.running if s.state == "decode"]
-            prefilling = [s for s in self.running if s.state == "prefill"]
-            if not decoding and not prefilling:
+            budget = cfg.max_num_batched_tokens - len(decoding)
+            work: list[tuple[Sequence, int]] = []
+            for seq in self.running:
+                if seq.state == "prefill" and budget > 0:
+                    chunk = min(seq.prompt_len - seq.computed, budget)
+                    work.append((seq, chunk))
+                    budget -= chunk
+            # Like vLLM V1: waiting requests are scheduled only while this step has token budget left.
+            while budget > 0:
+                seq = self._admit_one()
+                if seq is None:
+                    break
+                if seq.state == "prefill":
+                    chunk = min(seq.prompt_len - seq.computed, budget)
+                    work.append((seq, chunk))
+                    budget -= chunk
+            if not decoding and not work:
                 if not self.running and not self.waiting:
                     return
                 self._wake.clear()
-                await self._wake.wait()
+                # Woken by a submit or a finished pull; the timeout retries admission when held KV expires.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=0.25)
                 continue
-            budget = cfg.max_num_batched_tokens - len(decoding)
-            work: list[tuple[Sequence, int]] = []
             extra = 0.0
-            for seq in prefilling:
-                if budget <= 0:
-                    break
-                chunk = min(seq.prompt_len - seq.computed, budget)
-                work.append((seq, chunk))
-                budget -= chunk
+            for seq, _ in work:
                 extra += seq.extra_seconds
                 seq.extra_seconds = 0.0
             ms = cfg.step_overhead_ms + cfg.prefill_ms_per_token * sum(n for _, n in work)
@@ -195,7 +205,8 @@ class Scheduler:
                 if seq.state == "decode":
                     self._emit(seq, now)
 
-    def _admit(self) -> None:
+    def _admit_one(self) -> Sequence | None:
+        """Move the head of the queue into the running batch if a slot and its KV blocks are free."""
         cfg = self.cfg
         while self.waiting and len(self.running) < cfg.max_num_seqs:
             seq = self.waiting[0]
@@ -208,7 +219,7 @@ class Scheduler:
                         seq.error = "the request needs more KV blocks than the engine has"
                         self._finish(seq, "abort", time.monotonic())
                         continue
-                    return
+                    return None
             self.waiting.popleft()
             now = time.monotonic()
             seq.blocks = need
@@ -222,9 +233,11 @@ class Scheduler:
                 task = asyncio.get_running_loop().create_task(self._run_pull(seq))
                 self._pulls.add(task)
                 task.add_done_callback(self._pulls.discard)
-                continue
-            self._lookup(seq)
-            seq.state = "prefill"
+            else:
+                self._lookup(seq)
+                seq.state = "prefill"
+            return seq
+        return None
 
     def _lookup(self, seq: Sequence) -> None:
         """Local prefix-cache hits (then the connector's external store, via the hook)."""

@@ -78,15 +78,15 @@ def schedule(workload: Workload) -> list[tuple[float, str]]:
     return [(t, KINDS[1 + int(t // phase) % 2]) for t in times]
 
 
-def _words(rng: random.Random, count: int) -> str:
-    # Each word has four letters: exactly one token for the simulated tokenizer.
+def words(rng: random.Random, count: int) -> str:
+    """`count` random four-letter words: exactly `count` tokens for the simulated tokenizer."""
     return " ".join("".join(rng.choice(_LETTERS) for _ in range(4)) for _ in range(count))
 
 
 def plan(workload: Workload) -> list[PlannedRequest]:
     rng = random.Random(workload.seed)
     prefixes = [
-        _words(random.Random(workload.seed * 1000 + i), workload.prefix_tokens)
+        words(random.Random(workload.seed * 1000 + i), workload.prefix_tokens)
         for i in range(workload.num_prefixes)
     ]
     out: list[PlannedRequest] = []
@@ -98,7 +98,7 @@ def plan(workload: Workload) -> list[PlannedRequest]:
         else:
             unique, max_tokens = workload.prompt_tokens, workload.max_tokens
         shared = workload.prefix_tokens > 0 and rng.random() < workload.shared_prefix_fraction
-        body = _words(rng, unique)
+        body = words(rng, unique)
         prompt = f"{rng.choice(prefixes)} {body}" if shared else body
         out.append(PlannedRequest(at=at, kind=kind, prompt=prompt, max_tokens=max_tokens, shared=shared))
     return out
