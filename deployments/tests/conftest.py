@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
+
+from deployments.tests.sandbox_helpers import register
 
 
 @pytest.fixture
@@ -26,3 +30,43 @@ def make_topology(db, cluster, admin_user):
 @pytest.fixture
 def topology(make_topology):
     return make_topology()
+
+
+# A sandbox with both accelerator kinds, so every seed preset (Ascend and GPU) can deploy.
+@pytest.fixture(scope="package")
+def lab_sandbox():
+    from sandbox.testing import SandboxCluster
+
+    with SandboxCluster(nodes=4, accelerators=["huawei.com/ascend-1980=8", "nvidia.com/gpu=8"]) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def fast_deploys(settings):
+    settings.DEPLOY_POLL_SECONDS = 0.2
+    settings.DEPLOY_FAIL_FAST_SECONDS = 2
+    settings.DEPLOY_READY_TIMEOUT_SECONDS = 60
+
+
+@pytest.fixture
+def lab(lab_sandbox, db):
+    return register(lab_sandbox)
+
+
+@pytest.fixture
+def conn(lab):
+    from clusters.selectors import cluster_connection
+
+    return cluster_connection(lab)
+
+
+@pytest.fixture
+def new_topology(lab, operator):
+    from topologies.presets import preset_spec
+    from topologies.services import topology_create
+
+    def make(preset: str = "deepseek-ascend-mooncake", **overrides):
+        spec = preset_spec(preset, namespace=f"t{uuid.uuid4().hex[:8]}", **overrides)
+        return topology_create(cluster=lab, spec=spec, actor=operator)
+
+    return make

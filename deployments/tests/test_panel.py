@@ -63,3 +63,39 @@ def test_never_deployed_topology_explains_what_deploy_does(client, viewer, topol
     client.force_login(viewer)
     page = client.get(f"/deployments/topology/{topology.pk}/panel/").content.decode()
     assert "Not deployed yet" in page and "last good revision" in page
+
+
+def test_page_deploy_form_queues_and_returns_to_the_topology(client, operator, topology):
+    client.force_login(operator)
+    response = client.post(f"/deployments/topology/{topology.pk}/deploy/")
+    assert response.status_code == 302
+    assert response["Location"] == f"/topologies/{topology.pk}/#deployments"
+    assert Deployment.objects.filter(topology=topology, state=State.QUEUED).count() == 1
+    again = client.post(f"/deployments/topology/{topology.pk}/deploy/", follow=True)
+    assert "Not deployed: deployment #" in again.content.decode()
+
+
+def test_page_forms_refuse_viewers(client, viewer, topology):
+    client.force_login(viewer)
+    assert client.post(f"/deployments/topology/{topology.pk}/deploy/").status_code == 403
+    assert (
+        client.post(
+            f"/deployments/topology/{topology.pk}/scale/", {"role": "decode", "replicas": 2}
+        ).status_code
+        == 403
+    )
+    assert not Deployment.objects.exists()
+
+
+def test_page_scale_form_explains_bad_input(client, operator, topology):
+    client.force_login(operator)
+    page = client.post(
+        f"/deployments/topology/{topology.pk}/scale/", {"role": "decode", "replicas": "many"}, follow=True
+    ).content.decode()
+    assert "choose prefill or decode and a replica count of 0 or more" in page
+
+
+def test_topology_page_shows_the_deployments_panel(client, viewer, topology):
+    client.force_login(viewer)
+    page = client.get(f"/topologies/{topology.pk}/").content.decode()
+    assert 'class="panel deploy-panel"' in page
