@@ -7,4 +7,9 @@ from topologies import views
 app_name = "topologies"
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.topologies_list, name="list"),
+    path("new/", views.topology_new, name="new"),
+    path("preflight/", views.editor_preflight, name="editor-preflight"),
+    path("<int:pk>/", views.topology_detail, name="detail"),
+    path("<int:pk>/edit/", views.topology_edit, name="edit"),
+    path("<int:pk>/preflight/", views.detail_preflight, name="preflight"),
 ]
