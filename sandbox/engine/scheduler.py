@@ -171,12 +171,12 @@ class Scheduler:
                     budget -= chunk
             # Like vLLM V1: waiting requests are scheduled only while this step has token budget left.
             while budget > 0:
-                seq = self._admit_one()
-                if seq is None:
+                admitted = self._admit_one()
+                if admitted is None:
                     break
-                if seq.state == "prefill":
-                    chunk = min(seq.prompt_len - seq.computed, budget)
-                    work.append((seq, chunk))
+                if admitted.state == "prefill":
+                    chunk = min(admitted.prompt_len - admitted.computed, budget)
+                    work.append((admitted, chunk))
                     budget -= chunk
             if not decoding and not work:
                 if not self.running and not self.waiting:

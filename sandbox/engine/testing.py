@@ -97,8 +97,8 @@ class PDStack:
                     }
                     await self.farm.start(f"sim/{name}", f"{self.base}.{host}", spec, labels)
                     self.pods.append((name, role, f"g{g}"))
-        spec = RouterSpec(self.model, self.timeout_seconds, self.retry_attempts, self.retry_interval_seconds)
-        await self.routers.start("sim/router", f"{self.base}.1", 0, spec, self.endpoints)
+        route = RouterSpec(self.model, self.timeout_seconds, self.retry_attempts, self.retry_interval_seconds)
+        await self.routers.start("sim/router", f"{self.base}.1", 0, route, self.endpoints)
         return self
 
     async def __aexit__(
