@@ -99,7 +99,9 @@ class ClusterRegisterForm(forms.Form):
             if not (data.get("server") or "").strip():
                 self.add_error("server", "the API server URL is required, e.g. https://10.0.0.1:6443")
             if not (data.get("token") or "").strip():
-                self.add_error("token", "the bearer token is required; see the command above to create one")
+                self.add_error(
+                    "token", "the bearer token is required; the help below shows how to create one"
+                )
         return data
 
     def service_kwargs(self) -> dict[str, Any]:

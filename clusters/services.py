@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import secrets
 import time
@@ -385,8 +386,10 @@ def _remove_topologies(cluster: Cluster, *, actor: Any, source_ip: str | None) -
             "from here yet; delete them on the Topologies page first",
             code="cluster_in_use",
         )
+    accepted = inspect.signature(delete).parameters
+    offered = {"actor": actor, "source_ip": source_ip}
     for topology in list(cluster.topologies.all()):
-        delete(topology=topology, actor=actor, source_ip=source_ip)
+        delete(topology=topology, **{k: v for k, v in offered.items() if k in accepted})
 
 
 def check_due_clusters(*, older_than: timedelta = timedelta(seconds=50)) -> list[int]:

@@ -130,3 +130,30 @@ def test_rename_is_audited_and_credentials_stay(api_client, admin_user):
     cluster.refresh_from_db()
     assert (cluster.name, cluster.description, cluster.token) == ("lab-2", "GPU lab", TOKEN)
     assert AuditEvent.objects.filter(action="cluster.update").exists()
+
+
+def test_removal_is_refused_while_topologies_run_on_it(api_client, admin_user):
+    from topologies.models import Topology
+
+    cluster = _cluster()
+    Topology.objects.create(
+        name="ds-pd",
+        cluster=cluster,
+        namespace="llm",
+        model_name="deepseek",
+        engine="vllm",
+        image="vllm/vllm-openai",
+        backend="kthena",
+        kv_connector="mooncake",
+        spec={},
+        slo_ttft_ms=500,
+        slo_tbt_ms=50,
+    )
+    api_client.force_authenticate(admin_user)
+    response = api_client.delete(f"/api/v1/clusters/{cluster.pk}/")
+    assert response.status_code == 409
+    error = response.json()["error"]
+    assert error["code"] == "cluster_in_use"
+    assert "ds-pd" in error["message"]
+    assert "confirm" in error["fields"]
+    assert Cluster.objects.filter(pk=cluster.pk).exists()
