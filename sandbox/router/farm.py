@@ -57,6 +57,7 @@ class Router:
     stats: RouterStats = field(default_factory=RouterStats)
     affinity: AffinityTable = field(default_factory=AffinityTable)
     inflight: Counter[str] = field(default_factory=Counter)
+    turn: int = 0
 
 
 class RouteError(Exception):
@@ -227,15 +228,19 @@ class RouterFarm:
                 await asyncio.sleep(router.spec.retry_interval_seconds)
             ready = [e for e in router.endpoints() if e.ready]
             by_name = {e.pod_name: e for e in ready}
+            router.turn += 1
+            prefills = [(e.pod_name, e.group) for e in ready if e.role == "prefill"]
+            decodes = [(e.pod_name, e.group) for e in ready if e.role == "decode"]
+            boths = [e.pod_name for e in ready if e.role == "both"]
             choice = choose(
-                [(e.pod_name, e.group) for e in ready if e.role == "prefill"],
-                [(e.pod_name, e.group) for e in ready if e.role == "decode"],
-                [e.pod_name for e in ready if e.role == "both"],
-                hashes,
-                router.affinity,
-                router.inflight,
-                exclude,
+                prefills, decodes, boths, hashes, router.affinity, router.inflight, exclude, router.turn
             )
+            if choice is None and exclude:
+                # Every pod that could serve this failed once: try them again rather than give up.
+                exclude.clear()
+                choice = choose(
+                    prefills, decodes, boths, hashes, router.affinity, router.inflight, exclude, router.turn
+                )
             if choice is None:
                 last = RouteError(
                     503, "no_endpoints", f"no ready prefill/decode pair serves {router.spec.model_name}"

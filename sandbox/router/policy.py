@@ -3,7 +3,7 @@
 Prefill: prefix affinity first — the prompt's leading block hashes (block size 16, up to
 `AFFINITY_BLOCKS` blocks) are looked up deepest-first in a bounded table of which prefill pod
 served that prefix recently; a hit on a ready pod wins (its prefix cache holds those blocks).
-Otherwise the ready prefill pod with the fewest in-flight requests (ties by name). Decode: among the
+Otherwise the ready prefill pod with the fewest in-flight requests (ties in turn). Decode: among the
 ready decode pods of the prefill pod's group (the `pdGroup.groupKey` label value), the fewest
 in-flight. Without prefill pods, pods of role `both` serve whole requests.
 """
@@ -58,9 +58,14 @@ class AffinityTable:
             self._entries.popitem(last=False)
 
 
-def least_loaded(pods: Iterable[str], inflight: Mapping[str, int]) -> str | None:
+def least_loaded(pods: Iterable[str], inflight: Mapping[str, int], turn: int = 0) -> str | None:
+    """The pod with the fewest in-flight requests; ties rotate with `turn` (round-robin among equals)."""
     ordered = sorted(pods, key=lambda pod: (inflight.get(pod, 0), pod))
-    return ordered[0] if ordered else None
+    if not ordered:
+        return None
+    lowest = inflight.get(ordered[0], 0)
+    ties = [pod for pod in ordered if inflight.get(pod, 0) == lowest]
+    return ties[turn % len(ties)]
 
 
 def choose(
@@ -71,6 +76,7 @@ def choose(
     affinity: AffinityTable,
     inflight: Mapping[str, int],
     exclude: set[str],
+    turn: int = 0,
 ) -> Choice | None:
     """`prefills`/`decodes` are (pod, group) of ready pods; `exclude` holds pods that just failed."""
     groups_with_decode = {group for pod, group in decodes if pod not in exclude}
@@ -82,10 +88,12 @@ def choose(
         prefill = affinity.lookup(hashes, names)
         hit = prefill is not None
         if prefill is None:
-            prefill = least_loaded(names, inflight)
+            prefill = least_loaded(names, inflight, turn)
         assert prefill is not None
         group = dict(candidates)[prefill]
-        decode = least_loaded([pod for pod, g in decodes if g == group and pod not in exclude], inflight)
+        decode = least_loaded(
+            [pod for pod, g in decodes if g == group and pod not in exclude], inflight, turn
+        )
         if decode is not None:
             return Choice(prefill=prefill, decode=decode, affinity_hit=hit)
     usable = [pod for pod in boths if pod not in exclude]
