@@ -178,10 +178,10 @@ def decode_links(
             q50, q95 = quantile(pod_hist, 0.5), quantile(pod_hist, 0.95)
             p50 = q50 * 1000 if q50 is not None else None
             p95 = q95 * 1000 if q95 is not None else None
-        total, before = entry["xfer_ms_total"], prev["xfer_ms_total"] if prev else None
-        if p50 is None and total is not None and before is not None and transfers > 0:
+        total, earlier = entry["xfer_ms_total"], prev["xfer_ms_total"] if prev else None
+        if p50 is None and total is not None and earlier is not None and transfers > 0:
             # Several links share the pod's histogram: the link's own mean stands in for both figures.
-            p50 = max(0.0, total - (0.0 if reset else before)) / transfers
+            p50 = max(0.0, total - (0.0 if reset else earlier)) / transfers
             p95 = p95 if p95 is not None else p50
         state = link_state(
             status_code=entry["status_code"], transfers=transfers, failed=failed, p95_ms=p95, slow_ms=slow_ms

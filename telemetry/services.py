@@ -91,7 +91,7 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
     except kube.KubeError as exc:
         snapshot = empty_snapshot(topology_id, now, interval, f"cannot list the pods: {exc.message}")
         snapshot["health"]["state"] = "down"
-        _store(topology, snapshot, actions={})
+        telemetry_store(topology=topology, snapshot=snapshot, actions={})
         return snapshot
     results = _collect_results(topology, pod_targets(pods), state["backoff"], now, interval)
     open_alerts = {
@@ -111,34 +111,37 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         events=selectors.recent_events(topology_id=topology_id, since=now - 15 * 60),
     )
     cache.set_state(topology_id, new_state)
-    _store(topology, snapshot, actions=actions, open_alerts=open_alerts)
+    telemetry_store(topology=topology, snapshot=snapshot, actions=actions, open_alerts=open_alerts)
     return snapshot
 
 
 def _series_map(topology_id: int, names: list[str]) -> dict[str, int]:
-    missing = [n for n in names if (topology_id, n) not in _series_ids]
+    """Series ids by name, creating missing series; remembered per process once committed."""
+    known = {n: _series_ids[(topology_id, n)] for n in names if (topology_id, n) in _series_ids}
+    missing = [n for n in names if n not in known]
     if missing:
-        found = dict(
-            Series.objects.filter(topology_id=topology_id, name__in=missing).values_list("name", "id")
-        )
+        rows = Series.objects.filter(topology_id=topology_id, name__in=missing)
+        found = dict(rows.values_list("name", "id"))
         new = [Series(topology_id=topology_id, name=n) for n in missing if n not in found]
         if new:
             Series.objects.bulk_create(new, ignore_conflicts=True)
-            found = dict(
-                Series.objects.filter(topology_id=topology_id, name__in=missing).values_list("name", "id")
-            )
-        _series_ids.update({(topology_id, n): i for n, i in found.items()})
-    return {n: _series_ids[(topology_id, n)] for n in names}
+            found = dict(rows.values_list("name", "id"))
+        known.update(found)
+        remember = {(topology_id, n): i for n, i in found.items()}
+        transaction.on_commit(lambda: _series_ids.update(remember))
+    return known
 
 
 @transaction.atomic
-def _store(
+def telemetry_store(
+    *,
     topology: Topology,
     snapshot: TopologySnapshot,
-    *,
     actions: dict[SloMetric, str],
     open_alerts: dict[str, TelemetryAlert] | None = None,
 ) -> None:
+    """Append the snapshot's points, record SLO alert changes (and audit them), keep the snapshot as
+    the latest, and push it to the topology's and the overview's websocket groups after commit."""
     when = datetime.fromtimestamp(snapshot["ts"], tz=UTC)
     points = list(snapshot_points(snapshot))
     if points:
@@ -147,7 +150,11 @@ def _store(
             [Point(series_id=ids[name], ts=when, value=value) for name, value in points],
             ignore_conflicts=True,
         )
-    for event in _apply_alerts(topology, snapshot, actions, open_alerts or {}, when):
+    if open_alerts is None:
+        open_alerts = {
+            a.metric: a for a in TelemetryAlert.objects.filter(topology=topology, resolved__isnull=True)
+        }
+    for event in _apply_alerts(topology, snapshot, actions, open_alerts, when):
         snapshot["events"].append(event)
     LatestSnapshot.objects.update_or_create(topology=topology, defaults={"ts": when, "data": snapshot})
     transaction.on_commit(lambda: cache.set_snapshot(snapshot))
@@ -182,7 +189,7 @@ def _apply_alerts(
             TelemetryAlert.objects.filter(pk=alert.pk).update(peak_ms=value)
     for metric, action in actions.items():
         label = SLO_LABELS[metric]
-        if action == "raise":
+        if action == "raise" and metric not in open_alerts:
             value, goal = observed[metric] or 0.0, target[metric] or 0.0
             message = f"{label} p95 {value:.0f} ms is above the {goal:.0f} ms SLO on {topology.name}"
             alert = TelemetryAlert.objects.create(

@@ -1,0 +1,80 @@
+"""Fixtures for telemetry tests: a topology, and snapshots built the way a collection builds them."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+
+
+@pytest.fixture(autouse=True)
+def clean_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def cluster(db):
+    from clusters.models import Cluster
+
+    return Cluster.objects.create(name="lab", auth_method="token", server="http://127.0.0.1:9")
+
+
+@pytest.fixture
+def topology(db, cluster, admin_user):
+    from topologies.presets import preset_spec
+    from topologies.services import topology_create
+
+    return topology_create(cluster=cluster, spec=preset_spec("qwen-gpu-nixl"), actor=admin_user)
+
+
+@pytest.fixture
+def build():
+    """build(ts, ttft=[...cumulative buckets...], link_status=...) -> (snapshot, state, actions)."""
+    from telemetry.assemble import PodResult, PodTarget, build_snapshot, empty_state
+    from telemetry.links import normalize_table
+    from telemetry.parse import parse_metrics
+    from telemetry.tests.exposition import vllm_text
+
+    state = {"value": empty_state()}
+
+    def make(
+        topology_id, ts, *, ttft=None, queries=1000, hits=600, link_status="LLM_SUCCESS", open_alerts=()
+    ):
+        raw_p = parse_metrics(vllm_text(queries=queries, hits=hits), ts=ts)
+        raw_d = parse_metrics(vllm_text(ttft=ttft), ts=ts)
+        table = normalize_table(
+            {
+                "links": [
+                    {"peer": "prefill-0", "status": link_status, "transfers": 5, "failures": 0, "bytes": 9}
+                ]
+            },
+            {},
+        )
+        results = [
+            PodResult(
+                target=PodTarget("prefill-0", "prefill", "127.0.0.10", 8000, True, "Running"), raw=raw_p
+            ),
+            PodResult(
+                target=PodTarget("decode-0", "decode", "127.0.0.11", 8000, True, "Running"),
+                raw=raw_d,
+                links=table,
+            ),
+        ]
+        snapshot, new_state, actions = build_snapshot(
+            topology_id=topology_id,
+            ts=ts,
+            interval_s=2.0,
+            results=results,
+            state=state["value"],
+            slo_ttft_ms=500.0,
+            slo_tbt_ms=None,
+            open_alerts=set(open_alerts),
+            alert_intervals=3,
+            link_slow_ms=250.0,
+            events=[],
+        )
+        state["value"] = new_state
+        return snapshot, new_state, actions
+
+    return make
