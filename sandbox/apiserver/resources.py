@@ -85,6 +85,10 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         status=True,
         scale=ScalePaths(label_selector=None),
     ),
+    _rt("rbac.authorization.k8s.io", "v1", "roles", "Role"),
+    _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),
+    _rt("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False),
+    _rt("rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False),
     _rt(
         "apiextensions.k8s.io",
         "v1",

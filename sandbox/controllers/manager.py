@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING
 from sandbox.apiserver.objects import Api
 from sandbox.apiserver.storage import WatchEvent
 from sandbox.controllers.base import EventRecorder, IpPool, Reconciler
+from sandbox.controllers.kubelet import Kubelet
+from sandbox.controllers.modelserving import ModelServingController
 from sandbox.controllers.nodes import NamespaceController, create_nodes
+from sandbox.controllers.routers import RouterController
+from sandbox.controllers.scheduler import Scheduler
+from sandbox.controllers.services import ServiceController
+from sandbox.controllers.workloads import DeploymentController, ReplicaSetController
+from sandbox.engine.farm import EngineFarm
+from sandbox.router.farm import RouterFarm
 
 if TYPE_CHECKING:
     from sandbox.controllers.runtime import SandboxOptions
@@ -22,7 +30,20 @@ class ControllerManager:
         self.net = net
         self.ips = IpPool(net)
         self.events = EventRecorder(api)
-        self.reconcilers: list[Reconciler] = [NamespaceController(api)]
+        self.engines = EngineFarm()
+        self.routers = RouterFarm()
+        self.kubelet = Kubelet(api, self.events, self.ips, self.engines, options.max_grace_seconds)
+        self.router_controller = RouterController(api, self.ips, self.routers)
+        self.reconcilers: list[Reconciler] = [
+            NamespaceController(api),
+            Scheduler(api, self.events),
+            self.kubelet,
+            DeploymentController(api),
+            ReplicaSetController(api),
+            ModelServingController(api),
+            ServiceController(api, self.ips),
+            self.router_controller,
+        ]
         self._tasks: list[asyncio.Task[None]] = []
         api.store.add_listener(self._on_event)
 
@@ -31,7 +52,7 @@ class ControllerManager:
             reconciler.notify(event)
 
     def pod_logs(self, namespace: str, name: str, container: str | None, previous: bool) -> list[str]:
-        return []
+        return self.kubelet.pod_logs(namespace, name, container, previous)
 
     async def start(self) -> None:
         o = self.options
@@ -45,3 +66,6 @@ class ControllerManager:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.kubelet.close()
+        await self.router_controller.close()
+        await self.engines.close()

@@ -1,0 +1,195 @@
+"""Pure helpers the kubelet uses: which container is the engine, volumes, status shapes, backoff."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+from sandbox.controllers.base import now_iso
+
+ENGINE_WORDS = ("vllm", "sglang", "mindie")
+SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
+BROKEN_IMAGE_SUFFIX = "-broken"
+BACKOFF_START = 1.0
+BACKOFF_CAP = 10.0
+
+
+def is_engine_container(container: dict[str, Any]) -> bool:
+    """The container running the inference engine (the others — e.g. Kthena's runtime — are sidecars)."""
+    image = str(container.get("image") or "").rsplit("/", 1)[-1].lower()
+    if any(word in image for word in ENGINE_WORDS):
+        return True
+    argv = [str(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+    if not argv:
+        return False
+    if posixpath.basename(argv[0]) in SHELLS:
+        text = " ".join(argv).lower()
+        return any(word in text for word in ENGINE_WORDS)
+    if posixpath.basename(argv[0]) == "vllm":
+        return True
+    if "-m" in argv[:3]:
+        index = argv.index("-m") + 1
+        return index < len(argv) and argv[index].startswith(("vllm", "sglang"))
+    return "mindie" in " ".join(argv[:4]).lower()
+
+
+def engine_container_name(pod: dict[str, Any]) -> str:
+    containers = pod.get("spec", {}).get("containers") or []
+    chosen = next((c for c in containers if is_engine_container(c)), containers[0] if containers else {})
+    return str(chosen.get("name", ""))
+
+
+def image_is_broken(image: str) -> bool:
+    """Images whose tag ends in `-broken` cannot be pulled (the sandbox's unpullable-image rule)."""
+    name = image.rsplit("/", 1)[-1]
+    tag = name.rsplit(":", 1)[1] if ":" in name else ""
+    return tag.endswith(BROKEN_IMAGE_SUFFIX)
+
+
+def referenced_volumes(pod: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(volume name, kind "configmap"|"secret", object name) for non-optional references."""
+    refs = []
+    for volume in pod.get("spec", {}).get("volumes") or []:
+        if "configMap" in volume and not volume["configMap"].get("optional"):
+            refs.append((volume["name"], "configmap", volume["configMap"].get("name", "")))
+        if "secret" in volume and not volume["secret"].get("optional"):
+            refs.append((volume["name"], "secret", volume["secret"].get("secretName", "")))
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            if "configMap" in source and not source["configMap"].get("optional"):
+                refs.append((volume["name"], "configmap", source["configMap"].get("name", "")))
+            if "secret" in source and not source["secret"].get("optional"):
+                refs.append((volume["name"], "secret", source["secret"].get("name", "")))
+    return refs
+
+
+def mounted_files(
+    pod: dict[str, Any], container_name: str, configmaps: dict[str, dict[str, Any]]
+) -> dict[str, str]:
+    """Files a container sees from ConfigMap volumes (path → text), honouring `subPath` and `items`."""
+    volumes = {v["name"]: v for v in pod.get("spec", {}).get("volumes") or []}
+    containers: list[dict[str, Any]] = pod.get("spec", {}).get("containers") or []
+    container = next((ct for ct in containers if ct.get("name") == container_name), {})
+    files: dict[str, str] = {}
+    for mount in container.get("volumeMounts") or []:
+        volume = volumes.get(mount.get("name", ""), {})
+        if "configMap" not in volume:
+            continue
+        data = (configmaps.get(volume["configMap"].get("name", "")) or {}).get("data") or {}
+        items = volume["configMap"].get("items")
+        mapping = {i["key"]: i.get("path", i["key"]) for i in items} if items else {k: k for k in data}
+        base = str(mount.get("mountPath", ""))
+        sub_path = mount.get("subPath")
+        for key, path in mapping.items():
+            if key not in data:
+                continue
+            if sub_path:
+                if sub_path == path:
+                    files[base] = str(data[key])
+            else:
+                files[posixpath.join(base, path)] = str(data[key])
+    return files
+
+
+def service_for_host(host: str, namespace: str, services: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The Service a DNS name or cluster IP refers to, as cluster DNS would resolve it from `namespace`."""
+    name = host
+    for suffix in (".svc.cluster.local", ".svc"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    parts = name.split(".")
+    if len(parts) == 4 and all(p.isdigit() for p in parts):
+        return next((s for s in services if s.get("spec", {}).get("clusterIP") == host), None)
+    svc_name, svc_ns = (parts[0], parts[1]) if len(parts) >= 2 else (parts[0], namespace)
+    return next(
+        (
+            s
+            for s in services
+            if s["metadata"]["name"] == svc_name and s["metadata"].get("namespace") == svc_ns
+        ),
+        None,
+    )
+
+
+def waiting(
+    name: str,
+    image: str,
+    reason: str,
+    message: str = "",
+    restarts: int = 0,
+    last: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    state: dict[str, Any] = {"reason": reason}
+    if message:
+        state["message"] = message
+    status = {
+        "name": name,
+        "image": image,
+        "imageID": "",
+        "ready": False,
+        "started": False,
+        "restartCount": restarts,
+        "state": {"waiting": state},
+    }
+    if last:
+        status["lastState"] = last
+    return status
+
+
+def running(
+    name: str, image: str, started_at: str, ready: bool, restarts: int = 0, last: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    status = {
+        "name": name,
+        "image": image,
+        "imageID": f"{image}@sha256:{'0' * 64}",
+        "containerID": f"sandbox://{name}-{started_at}",
+        "ready": ready,
+        "started": True,
+        "restartCount": restarts,
+        "state": {"running": {"startedAt": started_at}},
+    }
+    if last:
+        status["lastState"] = last
+    return status
+
+
+def terminated(exit_code: int, reason: str, started_at: str, message: str = "") -> dict[str, Any]:
+    state: dict[str, Any] = {
+        "exitCode": exit_code,
+        "reason": reason,
+        "startedAt": started_at,
+        "finishedAt": now_iso(),
+    }
+    if message:
+        state["message"] = message
+    return {"terminated": state}
+
+
+def condition(kind: str, ok: bool, reason: str | None = None, message: str | None = None) -> dict[str, Any]:
+    cond: dict[str, Any] = {
+        "type": kind,
+        "status": "True" if ok else "False",
+        "lastProbeTime": None,
+        "lastTransitionTime": now_iso(),
+    }
+    if reason:
+        cond["reason"] = reason
+    if message:
+        cond["message"] = message
+    return cond
+
+
+def merge_conditions(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Replace conditions by type, keeping lastTransitionTime when the status did not change."""
+    by_type = {c["type"]: c for c in old}
+    for cond in new:
+        previous = by_type.get(cond["type"])
+        if previous and previous.get("status") == cond["status"]:
+            cond = {**cond, "lastTransitionTime": previous.get("lastTransitionTime")}
+        by_type[cond["type"]] = cond
+    order = ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"]
+    return sorted(by_type.values(), key=lambda c: order.index(c["type"]) if c["type"] in order else 99)
+
+
+def next_backoff(current: float) -> float:
+    return BACKOFF_START if current <= 0 else min(BACKOFF_CAP, current * 2)

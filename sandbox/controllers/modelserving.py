@@ -1,0 +1,231 @@
+"""ModelServing → serving groups → pods per role, as Kthena's controller names and labels them.
+
+Group `g` of ModelServing `ms` is `ms-g`; replica `i` of role `r` in it has role id `r-i`, an
+entry pod `ms-g-r-i-0` (label `modelserving.volcano.sh/entry=true`) and `workerReplicas` worker
+pods `ms-g-r-i-1..n`, plus a headless Service named like the entry pod. Every pod carries
+`modelserving.volcano.sh/{name,group-name,role,role-id,revision}` and the template's own labels.
+A template change replaces one serving group at a time (the others stay available); scaling
+`spec.replicas` (also through the scale subresource) adds or drains whole groups.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+from sandbox.apiserver.errors import ApiError
+from sandbox.controllers.base import Reconciler, is_pod_ready, now_iso, owned_by, owner_reference
+
+GROUP = "workload.serving.volcano.sh"
+NAME = "modelserving.volcano.sh/name"
+GROUP_NAME = "modelserving.volcano.sh/group-name"
+ROLE = "modelserving.volcano.sh/role"
+ROLE_ID = "modelserving.volcano.sh/role-id"
+ENTRY = "modelserving.volcano.sh/entry"
+REVISION = "modelserving.volcano.sh/revision"
+
+
+def revision_of(ms: dict[str, Any]) -> str:
+    template = ms["spec"].get("template") or {}
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def desired_pods(ms: dict[str, Any], group_index: int) -> list[dict[str, Any]]:
+    """Every pod of one serving group (pure: no ids, no status)."""
+    name = ms["metadata"]["name"]
+    group_name = f"{name}-{group_index}"
+    revision = revision_of(ms)
+    pods = []
+    for role in (ms["spec"].get("template") or {}).get("roles") or []:
+        for index in range(int(role.get("replicas", 1))):
+            role_id = f"{role['name']}-{index}"
+            entry_name = f"{group_name}-{role_id}-0"
+            workers = int(role.get("workerReplicas") or 0)
+            templates = [(0, role.get("entryTemplate") or {})]
+            templates += [(k, role.get("workerTemplate") or {}) for k in range(1, workers + 1)]
+            for pod_index, template in templates:
+                labels = {
+                    NAME: name,
+                    GROUP_NAME: group_name,
+                    ROLE: role["name"],
+                    ROLE_ID: role_id,
+                    REVISION: revision,
+                }
+                if pod_index == 0:
+                    labels[ENTRY] = "true"
+                meta = template.get("metadata") or {}
+                labels.update(meta.get("labels") or {})
+                spec = copy.deepcopy(template.get("spec") or {})
+                if ms["spec"].get("schedulerName"):
+                    spec["schedulerName"] = ms["spec"]["schedulerName"]
+                env = [
+                    {"name": "GROUP_SIZE", "value": str(workers + 1)},
+                    {"name": "ENTRY_ADDRESS", "value": f"{entry_name}.{ms['metadata']['namespace']}"},
+                    {"name": "WORKER_INDEX", "value": str(pod_index)},
+                ]
+                for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+                    names = {e["name"] for e in env}
+                    container["env"] = [
+                        e for e in container.get("env") or [] if e.get("name") not in names
+                    ] + env
+                pods.append(
+                    {
+                        "metadata": {
+                            "name": f"{group_name}-{role_id}-{pod_index}",
+                            "namespace": ms["metadata"]["namespace"],
+                            "labels": labels,
+                            "annotations": dict(meta.get("annotations") or {}),
+                        },
+                        "spec": spec,
+                    }
+                )
+    return pods
+
+
+class ModelServingController(Reconciler):
+    name = "modelserving-controller"
+    watches = ((GROUP, "modelservings"), ("", "pods"))
+
+    async def reconcile(self) -> None:
+        if ("workload.serving.volcano.sh", "modelservings") not in {
+            rt.key for rt in self.api.registry.types()
+        }:
+            return
+        for ms in self.api.store.snapshot(GROUP, "modelservings"):
+            if not ms["metadata"].get("deletionTimestamp"):
+                self._sync(ms)
+
+    def _sync(self, ms: dict[str, Any]) -> None:
+        pods_rt = self.rt("", "pods")
+        svc_rt = self.rt("", "services")
+        namespace = ms["metadata"]["namespace"]
+        uid = ms["metadata"]["uid"]
+        revision = revision_of(ms)
+        replicas = int(ms["spec"].get("replicas", 1))
+        existing = {
+            p["metadata"]["name"]: p for p in self.api.store.iter("", "pods", namespace) if owned_by(p, uid)
+        }
+        wanted: dict[int, list[dict[str, Any]]] = {g: desired_pods(ms, g) for g in range(replicas)}
+        wanted_names = {p["metadata"]["name"] for pods in wanted.values() for p in pods}
+        # Scale down / removed roles: drain whatever is no longer wanted.
+        for name, pod in existing.items():
+            if name not in wanted_names and not pod["metadata"].get("deletionTimestamp"):
+                self._delete(pods_rt, namespace, name)
+        group_ready: dict[int, bool] = {}
+        group_updated: dict[int, bool] = {}
+        for g, pods in wanted.items():
+            current = [existing.get(p["metadata"]["name"]) for p in pods]
+            group_ready[g] = all(
+                p is not None and is_pod_ready(p) and not p["metadata"].get("deletionTimestamp")
+                for p in current
+            )
+            group_updated[g] = all(
+                p is not None and p["metadata"].get("labels", {}).get(REVISION) == revision for p in current
+            )
+        # Rolling replacement: recreate one outdated group at a time while the others are ready.
+        outdated = [
+            g
+            for g in wanted
+            if not group_updated[g] and any(existing.get(p["metadata"]["name"]) for p in wanted[g])
+        ]
+        others_ready = all(group_ready[g] for g in wanted if g not in outdated)
+        if outdated and others_ready:
+            for pod in wanted[outdated[0]]:
+                live = existing.get(pod["metadata"]["name"])
+                stale = live is not None and live["metadata"].get("labels", {}).get(REVISION) != revision
+                if stale and live is not None and not live["metadata"].get("deletionTimestamp"):
+                    self._delete(pods_rt, namespace, pod["metadata"]["name"])
+        for pods in wanted.values():
+            for pod in pods:
+                pod_name = pod["metadata"]["name"]
+                if pod_name in existing:
+                    continue
+                pod["metadata"]["ownerReferences"] = [owner_reference(ms)]
+                try:
+                    self.api.create(pods_rt, namespace, pod, manager=self.name)
+                except ApiError:
+                    continue
+                if pod["metadata"]["labels"].get(ENTRY) == "true":
+                    self._headless_service(svc_rt, ms, pod)
+        self._status(ms, group_ready, group_updated, replicas)
+
+    def _delete(self, rt: Any, namespace: str, name: str) -> None:
+        try:
+            self.api.delete(rt, namespace, name)
+        except ApiError:
+            return
+
+    def _headless_service(self, rt: Any, ms: dict[str, Any], pod: dict[str, Any]) -> None:
+        labels = pod["metadata"]["labels"]
+        service = {
+            "metadata": {
+                "name": pod["metadata"]["name"],
+                "namespace": pod["metadata"]["namespace"],
+                "labels": {k: labels[k] for k in (NAME, GROUP_NAME, ROLE, ROLE_ID)},
+                "ownerReferences": [owner_reference(ms)],
+            },
+            "spec": {
+                "clusterIP": "None",
+                "selector": {k: labels[k] for k in (GROUP_NAME, ROLE_ID)},
+                "publishNotReadyAddresses": True,
+            },
+        }
+        if self.api.find(rt, pod["metadata"]["namespace"], pod["metadata"]["name"]) is None:
+            try:
+                self.api.create(rt, pod["metadata"]["namespace"], service, manager=self.name)
+            except ApiError:
+                return
+
+    def _status(
+        self, ms: dict[str, Any], ready: dict[int, bool], updated: dict[int, bool], replicas: int
+    ) -> None:
+        rt = self.rt(GROUP, "modelservings")
+        name = ms["metadata"]["name"]
+        progressing = sorted(g for g, ok in ready.items() if not ok)
+        previous = (ms.get("status") or {}).get("conditions") or []
+        if progressing:
+            cond_type, reason, message = (
+                "Progressing",
+                "GroupProgressing",
+                f"Some groups are progressing: {progressing}",
+            )
+        else:
+            cond_type, reason, message = "Available", "AllGroupsReady", "All Serving groups are ready"
+        conditions = []
+        for kind in ("Available", "Progressing"):
+            before = next((c for c in previous if c.get("type") == kind), None)
+            flag = "True" if kind == cond_type else "False"
+            if before is None and flag == "False":
+                continue
+            keep = (
+                before is not None
+                and before.get("status") == flag
+                and before.get("message") == (message if flag == "True" else before.get("message"))
+            )
+            conditions.append(
+                before
+                if keep and before is not None
+                else {
+                    "type": kind,
+                    "status": flag,
+                    "reason": reason if flag == "True" else (before or {}).get("reason", reason),
+                    "message": message if flag == "True" else (before or {}).get("message", message),
+                    "lastTransitionTime": now_iso(),
+                    "observedGeneration": ms["metadata"].get("generation", 1),
+                }
+            )
+        revision = revision_of(ms)
+        status = {
+            "observedGeneration": ms["metadata"].get("generation", 1),
+            "replicas": replicas,
+            "currentReplicas": replicas,
+            "updatedReplicas": sum(1 for ok in updated.values() if ok),
+            "availableReplicas": sum(1 for ok in ready.values() if ok),
+            "currentRevision": revision,
+            "updateRevision": revision,
+            "labelSelector": f"{NAME}={name}",
+            "conditions": conditions,
+        }
+        self.api.write_status(rt, ms, status, self.name)
