@@ -6,11 +6,19 @@ import pytest
 from django.core.cache import cache
 
 
+def _forget_telemetry_keys() -> None:
+    client = cache._cache.get_client(write=True)  # type: ignore[attr-defined]
+    keys = list(client.scan_iter(match="*telemetry:*", count=1000))
+    if keys:
+        client.delete(*keys)
+
+
 @pytest.fixture(autouse=True)
-def clean_cache():
-    cache.clear()
+def clean_telemetry_cache():
+    """Latest snapshots and collector state live in Redis: start and end every test without them."""
+    _forget_telemetry_keys()
     yield
-    cache.clear()
+    _forget_telemetry_keys()
 
 
 @pytest.fixture
