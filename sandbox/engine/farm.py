@@ -43,7 +43,10 @@ class EngineFarm:
     async def _ensure_runner(self) -> web.AppRunner:
         if self._runner is None:
             runner = web.AppRunner(
-                build_app(self._resolve, self._on_crash), access_log=None, handle_signals=False
+                build_app(self._resolve, self._on_crash),
+                access_log=None,
+                handle_signals=False,
+                shutdown_timeout=2.0,
             )
             await runner.setup()
             self._runner = runner

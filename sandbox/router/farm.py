@@ -102,7 +102,7 @@ class RouterFarm:
             app.router.add_get("/v1/models", self._models)
             app.router.add_post("/v1/completions", self._completions)
             app.router.add_post("/v1/chat/completions", self._chat)
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+            self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
             await self._runner.setup()
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=2000, limit_per_host=256, enable_cleanup_closed=True)
