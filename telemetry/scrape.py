@@ -10,6 +10,7 @@ arrive.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
 import os
 import threading
@@ -156,6 +157,7 @@ class Scraper:
 
 
 _scraper = Scraper()
+atexit.register(_scraper.close)
 
 
 def scraper() -> Scraper:

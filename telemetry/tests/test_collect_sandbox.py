@@ -1,0 +1,147 @@
+"""End to end against the sandbox: real pods, real engines' /metrics and /kv/links, a real link fault."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+import requests
+
+import kube
+from kube.labels import TOPOLOGY
+from telemetry import services
+from telemetry.models import Point, Series
+
+
+@pytest.fixture
+def deployed(sandbox_cluster, db, operator):
+    """A P/D topology applied to the sandbox (prefill + decode Ready), marked deployed."""
+    from clusters.selectors import cluster_connection
+    from clusters.services import cluster_register
+    from topologies.presets import preset_spec
+    from topologies.services import topology_create
+
+    cluster = cluster_register(
+        name=f"sbx-{uuid.uuid4().hex[:6]}", server=sandbox_cluster.server, token=sandbox_cluster.token
+    )
+    namespace = f"tel{uuid.uuid4().hex[:8]}"
+    topology = topology_create(
+        cluster=cluster, spec=preset_spec("deepseek-ascend-mooncake", namespace=namespace), actor=operator
+    )
+    conn = cluster_connection(cluster)
+    kube.apply_objects(conn, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
+    kube.apply_objects(conn, topology.current_revision.manifests)
+    topology.deployed_revision = topology.current_revision
+    topology.save(update_fields=["deployed_revision"])
+    deadline = time.monotonic() + 60
+    pods: list[kube.PodInfo] = []
+    while time.monotonic() < deadline:
+        pods = [p for p in kube.list_pods(conn, namespace, f"{TOPOLOGY}={topology.pk}") if p.ready]
+        roles = {p.labels.get("tandem.io/role") or p.labels.get("modelserving.volcano.sh/role") for p in pods}
+        if {"prefill", "decode"} <= roles:
+            break
+        time.sleep(0.2)
+    else:
+        pytest.fail(f"prefill and decode pods not Ready in 60 s: {pods}")
+    yield topology, conn, namespace
+    sandbox_cluster.kubectl(
+        "delete",
+        "modelroutes,modelservers,modelservings,deployments,services",
+        "--all",
+        "-n",
+        namespace,
+        "--wait=false",
+    )
+
+
+def pods_by_role(conn, topology):
+    out: dict[str, list[kube.PodInfo]] = {}
+    for pod in kube.list_pods(conn, topology.namespace, f"{TOPOLOGY}={topology.pk}"):
+        role = pod.labels.get("tandem.io/role") or pod.labels.get("modelserving.volcano.sh/role") or "both"
+        out.setdefault(role, []).append(pod)
+    return out
+
+
+def base_url(pod):
+    return f"http://{pod.ip}:{pod.container_ports[0] if pod.container_ports else 8000}"
+
+
+def test_collection_stores_points_and_a_link_fault_takes_that_link_down_with_pods_ready(deployed):
+    topology, conn, _ = deployed
+    pods = pods_by_role(conn, topology)
+    prefill, decode = pods["prefill"][0], pods["decode"][0]
+    linked = requests.post(f"{base_url(decode)}/kv/links", json={"peers": [prefill.name]}, timeout=5)
+    assert linked.status_code == 200, linked.text
+    completion = requests.post(
+        f"{base_url(prefill)}/v1/completions",
+        json={"model": topology.model_name, "prompt": "hello " * 64, "max_tokens": 1},
+        timeout=10,
+    )
+    assert completion.status_code == 200, completion.text
+
+    first = services.telemetry_collect(topology_id=topology.pk)
+    second = services.telemetry_collect(topology_id=topology.pk)
+    assert first is not None and second is not None
+    names = {p["name"] for p in second["pods"]}
+    assert {prefill.name, decode.name} <= names
+    for pod in second["pods"]:
+        assert pod["stale"] is False and pod["error"] is None, pod
+        assert pod["engine"] == "vllm" and pod["waiting"] is not None and pod["kv_usage"] is not None
+    prefill_row = next(p for p in second["pods"] if p["name"] == prefill.name)
+    assert prefill_row["prompt_tps"] is not None
+    link = next(link for link in second["links"] if link["decode"] == decode.name)
+    assert (link["prefill"], link["state"], link["status_code"]) == (prefill.name, "up", "LLM_SUCCESS")
+    assert second["health"]["state"] in ("healthy", "degraded"), second["health"]
+    stored = Point.objects.filter(series__topology=topology).count()
+    assert stored > 0 and Series.objects.filter(topology=topology, name=f"pod.{decode.name}.waiting").exists()
+
+    fault = requests.post(
+        f"{base_url(decode)}/sandbox/faults", json={"kind": "link_down", "peer": prefill.name}, timeout=5
+    )
+    assert fault.status_code in (200, 201), fault.text
+    try:
+        third = services.telemetry_collect(topology_id=topology.pk)
+    finally:
+        requests.delete(f"{base_url(decode)}/sandbox/faults", timeout=5)
+    assert third is not None
+    link = next(
+        link for link in third["links"] if link["decode"] == decode.name and link["prefill"] == prefill.name
+    )
+    assert link["state"] == "down" and link["status_code"] == "LLM_WAIT_PROCESS_TIMEOUT"
+    assert all(p["ready"] for p in third["pods"] if p["name"] in (prefill.name, decode.name))
+    expected = (
+        f"{decode.name} cannot pull KV from {prefill.name}: LLM_WAIT_PROCESS_TIMEOUT; "
+        "the link must be re-established"
+    )
+    assert expected in third["health"]["reasons"]
+    assert third["health"]["state"] in ("degraded", "down")
+    assert Point.objects.filter(series__name=f"link.{prefill.name}.{decode.name}.state", value=2.0).exists()
+
+
+def test_a_pod_that_stops_answering_is_reported_without_delaying_the_others(deployed, settings):
+    topology, conn, _ = deployed
+    pods = pods_by_role(conn, topology)
+    decode = pods["decode"][0]
+    services.telemetry_collect(topology_id=topology.pk)
+    slow = requests.post(
+        f"{base_url(decode)}/sandbox/faults",
+        json={"kind": "slow", "delay_ms": 5000, "target": "metrics"},
+        timeout=5,
+    )
+    assert slow.status_code in (200, 201), slow.text
+    try:
+        started = time.monotonic()
+        snapshot = services.telemetry_collect(topology_id=topology.pk)
+        took = time.monotonic() - started
+    finally:
+        requests.delete(f"{base_url(decode)}/sandbox/faults", timeout=5)
+    timeout = 0.8 * settings.TELEMETRY_INTERVAL_SECONDS
+    assert took < timeout + 1.5  # bounded by the per-pod timeout, not by the slow pod's 5 s
+    row = next(p for p in snapshot["pods"] if p["name"] == decode.name)
+    assert row["stale"] is True and "no answer" in row["error"]
+    others = [p for p in snapshot["pods"] if p["name"] != decode.name]
+    assert others and all(p["stale"] is False for p in others)
+    assert any(
+        decode.name in reason and "metrics unavailable" in reason for reason in snapshot["health"]["reasons"]
+    )
