@@ -85,9 +85,41 @@ def cluster_health_history(cluster: Cluster, limit: int = 50) -> list[ClusterHea
     return list(cluster.health_checks.order_by("-checked_at", "-id")[:limit])
 
 
+def cluster_topologies(cluster: Cluster) -> list[tuple[int, str]]:
+    """(id, name) of the topologies placed on this cluster, by name."""
+    related = getattr(cluster, "topologies", None)
+    if related is None:
+        return []
+    return sorted(((t.pk, str(t)) for t in related.all()), key=lambda item: item[1])
+
+
 def cluster_topology_names(cluster: Cluster) -> list[str]:
     """Names of the topologies placed on this cluster (empty when the topologies app has none)."""
     related = getattr(cluster, "topologies", None)
     if related is None:
         return []
     return sorted(str(t) for t in related.all())
+
+
+@dataclass(frozen=True)
+class PermissionRow:
+    resource: str
+    group: str
+    why: str
+    allowed: list[str]
+    denied: list[str]
+    kthena: bool
+
+
+def cluster_permission_rows(cluster: Cluster) -> list[PermissionRow]:
+    """The access-review results grouped per resource (verbs allowed / denied), denied rows first."""
+    rows: dict[tuple[str, str], PermissionRow] = {}
+    for p in cluster.permissions or []:
+        key = (str(p.get("group", "")), str(p.get("resource", "")))
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = PermissionRow(
+                key[1], key[0], str(p.get("why", "")), [], [], bool(p.get("kthena"))
+            )
+        (row.allowed if p.get("allowed") else row.denied).append(str(p.get("verb", "")))
+    return sorted(rows.values(), key=lambda r: (not r.denied, r.kthena, r.resource))

@@ -75,7 +75,6 @@ def cluster_register(request: HttpRequest) -> HttpResponse:
 @login_required
 def cluster_detail(request: HttpRequest, pk: int) -> HttpResponse:
     cluster = get_object_or_404(selectors.cluster_list(), pk=pk)
-    permissions = sorted(cluster.permissions, key=lambda p: (bool(p.get("allowed")), str(p.get("label"))))
     return render(
         request,
         "clusters/detail.html",
@@ -85,8 +84,8 @@ def cluster_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "nodes": list(selectors.cluster_nodes(cluster)),
             "accelerators": selectors.cluster_accelerators(cluster),
             "history": selectors.cluster_health_history(cluster, limit=30),
-            "topologies": selectors.cluster_topology_names(cluster),
-            "permissions": permissions,
+            "topologies": selectors.cluster_topologies(cluster),
+            "permissions": selectors.cluster_permission_rows(cluster),
             "kthena_crds": [(name, name in (cluster.installed_crds or [])) for name in KTHENA_CRDS],
         },
     )

@@ -76,6 +76,7 @@ def test_detail_shows_nodes_permissions_kthena_and_history(client, viewer):
     assert "node-a" in html
     assert "6 free" in html
     assert "may not delete services" in html
+    assert "verb-denied" in html
     assert "plain Deployments + Services backend" in html
     assert "tick-degraded" in html
     assert TOKEN not in html

@@ -85,6 +85,21 @@ def _seed() -> Cluster:
             latency_ms=11.0,
             message="v1.31.2; check took 240 ms",
         )
+    from topologies.models import Topology
+
+    Topology.objects.create(
+        name="deepseek-pd",
+        cluster=healthy,
+        namespace="llm",
+        model_name="deepseek-r1",
+        engine="vllm-ascend",
+        image="vllm-ascend:v0.9",
+        backend="kthena",
+        kv_connector="mooncake",
+        spec={},
+        slo_ttft_ms=800,
+        slo_tbt_ms=60,
+    )
     Cluster.objects.create(
         name="gpu-east",
         auth_method=AuthMethod.TOKEN,
@@ -131,4 +146,23 @@ def test_clusters_pages_screenshots(page, live_server, admin_user):
     page.screenshot(path=str(SHOTS / "clusters-register.png"), full_page=True)
 
     page.goto(f"{live_server.url}/clusters/{cluster.pk}/remove/")
+    assert "deepseek-pd" in page.content()
     page.screenshot(path=str(SHOTS / "clusters-remove.png"), full_page=True)
+
+
+def test_register_the_sandbox_through_the_form(page, live_server, admin_user, sandbox_cluster):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1366, "height": 900})
+    _login(page, live_server, admin_user)
+    page.goto(f"{live_server.url}/clusters/register/")
+    page.fill("#id_name", "sandbox")
+    page.fill("#id_description", "Emulated cluster: 4 nodes × 8 huawei.com/ascend-1980")
+    page.fill("#id_kubeconfig", sandbox_cluster.kubeconfig_path.read_text())
+    page.click(".register-form button[type=submit]")
+    page.wait_for_url("**/clusters/*/")
+    assert "Registered sandbox" in page.content()
+    page.click("text=Check now")
+    page.wait_for_selector(".nodes-table")
+    assert page.locator(".nodes-table tbody tr").count() == 4
+    assert page.locator("h1 .state-healthy").is_visible()
+    page.screenshot(path=str(SHOTS / "clusters-detail-sandbox.png"), full_page=True)
