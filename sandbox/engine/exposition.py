@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+
+LabelKey = tuple[tuple[str, str], ...]
 
 
 def format_labels(labels: Mapping[str, str]) -> str:
@@ -19,6 +22,20 @@ def format_labels(labels: Mapping[str, str]) -> str:
 
 def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+@lru_cache(maxsize=16384)
+def _series(name: str, labels: LabelKey) -> str:
+    return name + format_labels(dict(labels))
+
+
+@lru_cache(maxsize=4096)
+def _bucket_series(name: str, labels: LabelKey, buckets: tuple[float, ...]) -> tuple[str, ...]:
+    bucket = name + "_bucket"
+    return tuple(
+        bucket + format_labels({**dict(labels), "le": _num(bound)}) + " "
+        for bound in (*buckets, float("inf"))
+    )
 
 
 def _num(value: float) -> str:
@@ -60,26 +77,28 @@ class Writer:
     def gauge(self, name: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], float]]) -> None:
         self.family(name, "gauge", help_text)
         for labels, value in samples:
-            self.lines.append(f"{name}{format_labels(labels)} {_num(value)}")
+            self.lines.append(f"{_series(name, tuple(labels.items()))} {_num(value)}")
 
     def counter(self, name: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], float]]) -> None:
         """`name` is the family name without `_total`."""
         self.family(f"{name}_total", "counter", help_text)
+        total = f"{name}_total"
         for labels, value in samples:
-            self.lines.append(f"{name}_total{format_labels(labels)} {_num(value)}")
+            self.lines.append(f"{_series(total, tuple(labels.items()))} {_num(value)}")
 
     def histogram(
         self, name: str, help_text: str, samples: Iterable[tuple[Mapping[str, str], Histogram]]
     ) -> None:
         self.family(name, "histogram", help_text)
+        lines = self.lines
         for labels, hist in samples:
+            key = tuple(labels.items())
             cumulative = 0
-            for bound, count in zip((*hist.buckets, float("inf")), hist.counts, strict=True):
+            for prefix, count in zip(_bucket_series(name, key, hist.buckets), hist.counts, strict=True):
                 cumulative += count
-                bucket_labels = {**labels, "le": _num(bound)}
-                self.lines.append(f"{name}_bucket{format_labels(bucket_labels)} {_num(cumulative)}")
-            self.lines.append(f"{name}_count{format_labels(labels)} {_num(hist.count)}")
-            self.lines.append(f"{name}_sum{format_labels(labels)} {_num(hist.total)}")
+                lines.append(f"{prefix}{cumulative}.0")
+            lines.append(f"{_series(name + '_count', key)} {hist.count}.0")
+            lines.append(f"{_series(name + '_sum', key)} {_num(hist.total)}")
 
     def text(self) -> str:
         return "\n".join(self.lines) + "\n"

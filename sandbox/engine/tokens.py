@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 CHUNK = 4
@@ -19,11 +20,18 @@ _FILLER = (
 )  # fmt: skip
 
 
-def tokenize(text: str) -> list[int]:
+@lru_cache(maxsize=65536)
+def _word_ids(word: str) -> tuple[int, ...]:
+    return tuple(zlib.crc32(word[start : start + CHUNK].encode()) for start in range(0, len(word), CHUNK))
+
+
+def tokenize(text: str, limit: int | None = None) -> list[int]:
+    """Token ids of `text` (only the first ~`limit` tokens when given)."""
     ids: list[int] = []
     for word in text.split():
-        for start in range(0, len(word), CHUNK):
-            ids.append(zlib.crc32(word[start : start + CHUNK].encode()))
+        ids.extend(_word_ids(word))
+        if limit is not None and len(ids) >= limit:
+            break
     return ids
 
 

@@ -219,7 +219,9 @@ class RouterFarm:
         if model is not None and model != router.spec.model_name:
             raise RouteError(404, "model_not_found", f"The model `{model}` does not exist on this route.")
         prompt = chat_prompt(body.get("messages") or []) if chat else str(body.get("prompt") or "")
-        hashes = block_hashes(tokenize(prompt), BLOCK_SIZE, limit=AFFINITY_BLOCKS)
+        hashes = block_hashes(
+            tokenize(prompt, BLOCK_SIZE * AFFINITY_BLOCKS), BLOCK_SIZE, limit=AFFINITY_BLOCKS
+        )
         exclude: set[str] = set()
         last: RouteError | None = None
         for attempt in range(router.spec.retry_attempts + 1):
