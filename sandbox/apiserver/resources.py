@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,12 +116,26 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
 
 
 def load_crd_documents(directory: Path = CRDS_DIR) -> list[dict[str, Any]]:
-    """The CRD objects the sandbox installs, read from the YAML files the project carries."""
+    """The CRD objects the sandbox installs, read from the YAML files the project carries.
+
+    Parsing the 17k-line ModelServing schema takes a while, so the parsed form is cached as
+    JSON in the temp directory, keyed by a hash of the files' bytes.
+    """
+    paths = sorted(directory.glob("*.yaml"))
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in paths)).hexdigest()[:20]
+    cache = Path(tempfile.gettempdir()) / f"tandem-sandbox-crds-{digest}.json"
+    with contextlib.suppress(OSError, ValueError):
+        cached: list[dict[str, Any]] = json.loads(cache.read_text())
+        return cached
     documents: list[dict[str, Any]] = []
-    for path in sorted(directory.glob("*.yaml")):
+    for path in paths:
         for doc in yaml.load_all(path.read_text(), Loader=_LOADER):
             if doc and doc.get("kind") == "CustomResourceDefinition":
                 documents.append(doc)
+    with contextlib.suppress(OSError, TypeError):
+        partial = cache.with_suffix(f".{os.getpid()}.tmp")
+        partial.write_text(json.dumps(documents))
+        os.replace(partial, cache)
     return documents
 
 
