@@ -326,7 +326,16 @@ def _set(data: dict[str, Any], path: str, value: Any) -> None:
 
 
 def spec_to_values(spec: dict[str, Any]) -> dict[str, str]:
-    """Text for each editor field from a spec dict (a preset, or a saved topology's spec)."""
+    """Text for each editor field from a spec dict (a preset, or a saved topology's spec).
+
+    A valid spec is shown with its defaults filled in, so every field shows what will be used.
+    """
+    from topologies.spec import SpecError
+
+    try:
+        spec = TopologySpec.from_dict(spec).to_dict()
+    except SpecError:
+        pass
     values: dict[str, str] = {}
     for path, f in FIELDS.items():
         value = _get(spec, path)
