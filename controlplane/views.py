@@ -14,7 +14,14 @@ from controlplane import readiness
 
 @login_required
 def overview(request: HttpRequest) -> HttpResponse:
-    return render(request, "overview.html", {"title": "Overview"})
+    """Every cluster and topology at a glance, problems first; kept live by /ws/overview/."""
+    from clusters.selectors import cluster_list
+    from telemetry.selectors import overview_rows
+    from telemetry.views import overview_context
+
+    return render(
+        request, "overview.html", {"title": "Overview", **overview_context(overview_rows(), cluster_list())}
+    )
 
 
 @never_cache

@@ -1,0 +1,169 @@
+// Tandem live charts (uPlot): a time-series store fed by the history API and live snapshots,
+// six charts with units on both axes, and deploy / role-change / alert markers on the time axis.
+(function () {
+  "use strict";
+  const T = function () { return window.Tandem.telemetry; };
+  const COLORS = ["#2f5bd3", "#b26a00", "#c62828", "#0f7b8a", "#6d4bd1"];
+  const MARKER_COLORS = { deploy: "#2f5bd3", deployment: "#2f5bd3", role_change: "#6d4bd1", alert_raised: "#c62828", alert_resolved: "#1f8a4c" };
+
+  function pick(path) {
+    return function (s) {
+      return path.split(".").reduce(function (o, k) { return o == null ? null : o[k]; }, s);
+    };
+  }
+  function role(r, f) { return { name: "role." + r + "." + f, get: pick("roles." + r + "." + f) }; }
+  function total(f) { return { name: "topology." + f, get: pick("totals." + f) }; }
+
+  // Each chart: title, y unit, how a stored value becomes a plotted one, and its series.
+  const CHARTS = [
+    { id: "hit", title: "Prefix-cache hit rate", unit: "%", k: 100, series: [
+      Object.assign(total("hit_rate"), { label: "prefix cache" }),
+      Object.assign(total("external_hit_rate"), { label: "connector (external)" })] },
+    { id: "ttft", title: "Time to first token", unit: "ms", k: 1000, series: [
+      Object.assign(total("ttft_p50"), { label: "p50" }), Object.assign(total("ttft_p95"), { label: "p95" }),
+      Object.assign(total("ttft_p99"), { label: "p99" })] },
+    { id: "itl", title: "Inter-token latency", unit: "ms", k: 1000, series: [
+      Object.assign(total("itl_p50"), { label: "p50" }), Object.assign(total("itl_p95"), { label: "p95" }),
+      Object.assign(total("itl_p99"), { label: "p99" })] },
+    { id: "tps", title: "Throughput", unit: "tok/s", k: 1, series: [
+      Object.assign(total("prompt_tps"), { label: "prompt" }), Object.assign(total("gen_tps"), { label: "generated" })] },
+    { id: "queue", title: "Queue depth", unit: "requests", k: 1, series: [
+      Object.assign(total("waiting"), { label: "waiting" }), Object.assign(total("running"), { label: "running" })] },
+    { id: "kv", title: "KV-cache usage", unit: "%", k: 100, series: [
+      Object.assign(role("prefill", "kv_usage"), { label: "prefill" }),
+      Object.assign(role("decode", "kv_usage"), { label: "decode" })] },
+  ];
+
+  function seriesNames() {
+    const names = [];
+    CHARTS.forEach(function (c) { c.series.forEach(function (s) { names.push(s.name); }); });
+    return names;
+  }
+
+  // Store: series name -> Map(ts -> value), markers keyed so repeats collapse.
+  function Store() { this.points = {}; this.markers = {}; }
+  Store.prototype.put = function (name, ts, value) {
+    if (!T().isNum(ts)) { return; }
+    (this.points[name] = this.points[name] || new Map()).set(Math.round(ts * 1000) / 1000, T().isNum(value) ? value : null);
+  };
+  Store.prototype.addSnapshot = function (snapshot) {
+    const self = this;
+    CHARTS.forEach(function (c) { c.series.forEach(function (s) { self.put(s.name, snapshot.ts, s.get(snapshot)); }); });
+    (snapshot.events || []).forEach(function (e) { self.addMarker(e.ts, e.kind, e.text); });
+  };
+  Store.prototype.addMarker = function (ts, kind, text) {
+    if (!T().isNum(ts)) { return; }
+    this.markers[kind + "|" + ts + "|" + text] = { ts: ts, kind: kind, text: text };
+  };
+  Store.prototype.markerList = function () {
+    const self = this;
+    return Object.keys(this.markers).map(function (k) { return self.markers[k]; }).sort(function (a, b) { return a.ts - b.ts; });
+  };
+  Store.prototype.trim = function (fromTs) {
+    const self = this;
+    Object.keys(this.points).forEach(function (name) {
+      self.points[name].forEach(function (_, ts) { if (ts < fromTs) { self.points[name].delete(ts); } });
+    });
+  };
+  // History API answer: {timestamps: [bucket starts], series: {name: [value | null per bucket]}, events}.
+  // A bucket is drawn at its middle so live points (taken at collection time) line up with it.
+  Store.prototype.addHistory = function (body) {
+    const self = this;
+    if (!body) { return; }
+    const stamps = body.timestamps || [];
+    const half = (body.step || 0) / 2;
+    Object.keys(body.series || {}).forEach(function (name) {
+      (body.series[name] || []).forEach(function (value, i) {
+        if (T().isNum(value) && i < stamps.length) { self.put(name, stamps[i] + half, value); }
+      });
+    });
+    (body.events || []).forEach(function (e) { self.addMarker(e.ts, e.kind, e.text); });
+  };
+  Store.prototype.data = function (chart, fromTs) {
+    const self = this;
+    const stamps = new Set();
+    chart.series.forEach(function (s) { (self.points[s.name] || new Map()).forEach(function (_, ts) { if (ts >= fromTs) { stamps.add(ts); } }); });
+    const xs = Array.from(stamps).sort(function (a, b) { return a - b; });
+    const out = [xs];
+    chart.series.forEach(function (s) {
+      const m = self.points[s.name] || new Map();
+      out.push(xs.map(function (ts) { const v = m.get(ts); return T().isNum(v) ? v * chart.k : null; }));
+    });
+    return out;
+  };
+
+  function markerPlugin(store) {
+    return {
+      hooks: {
+        draw: [function (u) {
+          const ctx = u.ctx, top = u.bbox.top, h = u.bbox.height;
+          const min = u.scales.x.min, max = u.scales.x.max;
+          store.markerList().forEach(function (m) {
+            if (m.ts < min || m.ts > max) { return; }
+            const x = Math.round(u.valToPos(m.ts, "x", true));
+            ctx.save();
+            ctx.strokeStyle = MARKER_COLORS[m.kind] || "#5d6878";
+            ctx.lineWidth = 2 * devicePixelRatio;
+            ctx.setLineDash([5 * devicePixelRatio, 4 * devicePixelRatio]);
+            ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + h); ctx.stroke();
+            ctx.restore();
+          });
+        }],
+      },
+    };
+  }
+
+  function axisValues(unit) {
+    return function (u, splits) {
+      return splits.map(function (v) {
+        if (v == null) { return ""; }
+        const n = Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 10 ? v.toFixed(1).replace(/\.0$/, "") : String(+v.toFixed(2));
+        return unit === "%" ? n + " %" : n;
+      });
+    };
+  }
+
+  function build(container, store, windowSeconds) {
+    const charts = [];
+    container.replaceChildren();
+    const width = function (node) { return Math.max(280, node.clientWidth - 8); };
+    CHARTS.forEach(function (c) {
+      const card = T().el("figure", { class: "chart-card", "data-chart": c.id });
+      card.appendChild(T().el("figcaption", {}, c.title + " (" + c.unit + ")"));
+      const host = T().el("div", { class: "chart-host" });
+      card.appendChild(host);
+      container.appendChild(card);
+      const opts = {
+        width: width(card), height: 190, cursor: { drag: { x: false, y: false } },
+        legend: { live: true },
+        scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [Math.min(0, lo || 0), Math.max(hi || 1, c.unit === "%" ? 1 : 0.001)]; } } },
+        axes: [
+          { label: "time (local)", labelSize: 18, size: 36 },
+          { label: c.unit, labelSize: 18, size: 58, values: axisValues(c.unit) },
+        ],
+        series: [{ label: "time" }].concat(c.series.map(function (s, i) {
+          return { label: s.label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false,
+            value: function (u, v) { return v == null ? "—" : (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(1)) + " " + c.unit; } };
+        })),
+        plugins: [markerPlugin(store)],
+      };
+      const now = Date.now() / 1000;
+      const plot = new window.uPlot(opts, store.data(c, now - windowSeconds), host);
+      charts.push({ def: c, plot: plot, card: card });
+    });
+    return {
+      update: function (windowSeconds) {
+        const now = Date.now() / 1000;
+        charts.forEach(function (ch) {
+          ch.plot.setData(ch.def.series.length ? store.data(ch.def, now - windowSeconds) : [[]], false);
+          ch.plot.setScale("x", { min: now - windowSeconds, max: now });
+        });
+      },
+      resize: function () { charts.forEach(function (ch) { ch.plot.setSize({ width: width(ch.card), height: 190 }); }); },
+    };
+  }
+
+  window.Tandem = Object.assign(window.Tandem || {}, {
+    telemetryCharts: { CHARTS: CHARTS, Store: Store, build: build, seriesNames: seriesNames, MARKER_COLORS: MARKER_COLORS },
+  });
+})();

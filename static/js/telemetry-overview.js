@@ -1,0 +1,86 @@
+// Tandem overview: every topology's health, SLO, hit rate and TTFT p95, updated live from
+// /ws/overview/, problems sorted to the top. Rows are server-rendered; this only keeps them fresh.
+(function () {
+  "use strict";
+  const T = window.Tandem.telemetry;
+  const table = document.getElementById("overview-table");
+  if (!table) { return; }
+  const body = table.querySelector("tbody");
+  const staleAfter = parseFloat(table.dataset.staleAfter) || 8;
+  const RANK = { down: 0, unreachable: 0, degraded: 1, violated: 1, stale: 2, unknown: 3, healthy: 4, ok: 4, undeployed: 5 };
+  const seen = {};
+
+  function rank(tr) {
+    const health = RANK[tr.dataset.health] !== undefined ? RANK[tr.dataset.health] : 3;
+    const slo = tr.dataset.slo === "violated" ? 1 : 4;
+    return Math.min(health, slo);
+  }
+
+  function resort() {
+    const rows = Array.from(body.querySelectorAll("tr[data-row]"));
+    const sorted = rows.slice().sort(function (a, b) {
+      return rank(a) - rank(b) || a.dataset.sortName.localeCompare(b.dataset.sortName);
+    });
+    if (sorted.some(function (tr, i) { return tr !== rows[i]; })) { sorted.forEach(function (tr) { body.appendChild(tr); }); }
+    const problems = sorted.filter(function (tr) { return rank(tr) <= 1; }).length;
+    const counter = document.querySelector("[data-problem-count]");
+    if (counter) { T.tween(counter, problems, "count"); }
+  }
+
+  function paint(tr) {
+    const r = rank(tr);
+    tr.classList.toggle("problem", r === 0);
+    tr.classList.toggle("warning", r === 1);
+  }
+
+  function badge(cell, state, text) {
+    const span = cell.querySelector(".state");
+    T.setState(span, "state-", state);
+    span.textContent = text;
+  }
+
+  function apply(m) {
+    const tr = body.querySelector('tr[data-topology-id="' + m.topology_id + '"]');
+    if (!tr) { return; }
+    seen[m.topology_id] = Date.now();
+    const health = (m.health && m.health.state) || "unknown";
+    const slo = (m.slo && m.slo.state) || "unknown";
+    tr.dataset.health = health;
+    tr.dataset.slo = slo;
+    badge(tr.querySelector('[data-cell="health"]'), health, health);
+    badge(tr.querySelector('[data-cell="slo"]'), slo === "violated" ? "bad" : slo === "ok" ? "ok" : "unknown", slo);
+    T.tween(tr.querySelector('[data-cell="hit_rate"]'), m.hit_rate, "percent");
+    T.tween(tr.querySelector('[data-cell="ttft_p95"]'), m.ttft_p95, "seconds");
+    const reasons = (m.health && m.health.reasons) || [];
+    tr.querySelector('[data-cell="reason"]').textContent = reasons.length ? reasons[0] + (reasons.length > 1 ? " (+" + (reasons.length - 1) + " more)" : "") : "";
+    paint(tr);
+    resort();
+  }
+
+  // Rows that stop receiving updates turn grey: their numbers are no longer current.
+  window.setInterval(function () {
+    const now = Date.now();
+    body.querySelectorAll("tr[data-topology-id]").forEach(function (tr) {
+      const last = seen[tr.dataset.topologyId];
+      if (last && now - last > staleAfter * 1000 && tr.dataset.health !== "stale") {
+        tr.dataset.health = "stale";
+        badge(tr.querySelector('[data-cell="health"]'), "stale", "stale");
+        tr.querySelector('[data-cell="reason"]').textContent = "No data for " + Math.round((now - last) / 1000) + " s";
+        paint(tr);
+        resort();
+      }
+    });
+  }, 1000);
+
+  body.querySelectorAll("tr[data-row]").forEach(paint);
+  resort();
+  const status = document.querySelector("[data-live-text]");
+  const dot = document.querySelector("[data-live-dot]");
+  window.Tandem.live("/ws/overview/", {
+    onMessage: function (m) { if (m.kind === "overview") { apply(m); } },
+    onState: function (state) {
+      if (status) { status.textContent = state === "live" ? "Live" : state === "offline" ? "Connection lost — reconnecting" : "Connecting…"; }
+      if (dot) { dot.className = "live-dot " + (state === "live" ? "live" : state === "offline" ? "offline" : ""); }
+    },
+  });
+})();
