@@ -31,6 +31,21 @@ class Credentials:
     context: str = ""
     namespace: str = ""
 
+    def stored(self) -> dict[str, str]:
+        """The model fields to save. In-cluster secrets are not stored: the pod's files are read afresh."""
+        keep = self.auth_method != AuthMethod.IN_CLUSTER
+        return {
+            "auth_method": self.auth_method,
+            "server": self.server,
+            "context_name": self.context,
+            "default_namespace": self.namespace,
+            "kubeconfig": self.kubeconfig,
+            "token": self.token if keep else "",
+            "ca_bundle": self.ca_bundle if keep else "",
+            "client_cert": self.client_cert if keep else "",
+            "client_key": self.client_key if keep else "",
+        }
+
     def connection(self, *, cluster_id: int, name: str) -> kube.ClusterConnection:
         return kube.ClusterConnection(
             cluster_id=cluster_id,
@@ -124,7 +139,11 @@ def resolve_credentials(
         if in_cluster:
             incluster = in_cluster_credentials()
             return Credentials(
-                auth_method=AuthMethod.IN_CLUSTER, server=incluster.server, namespace=incluster.namespace
+                auth_method=AuthMethod.IN_CLUSTER,
+                server=incluster.server,
+                token=incluster.token,
+                ca_bundle=incluster.ca_data,
+                namespace=incluster.namespace,
             )
         url = validate_server_url(server or "", field_name="server")
     except KubeconfigError as exc:

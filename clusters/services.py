@@ -100,15 +100,7 @@ def _save_new(
             cluster = Cluster.objects.create(
                 name=name,
                 description=(description or "").strip()[:500],
-                auth_method=creds.auth_method,
-                server=creds.server,
-                context_name=creds.context,
-                default_namespace=creds.namespace,
-                kubeconfig=creds.kubeconfig,
-                token=creds.token,
-                ca_bundle=creds.ca_bundle,
-                client_cert=creds.client_cert,
-                client_key=creds.client_key,
+                **creds.stored(),
                 credential_version=secrets.token_hex(8),
                 health_state=HealthState.UNKNOWN if result.ok else HealthState.UNREACHABLE,
                 last_error="" if result.ok else result.message,
@@ -195,15 +187,8 @@ def cluster_update(
             locked.description = description.strip()[:500]
             changed.append("description")
         if creds is not None:
-            locked.auth_method = creds.auth_method
-            locked.server = creds.server
-            locked.context_name = creds.context
-            locked.default_namespace = creds.namespace
-            locked.kubeconfig = creds.kubeconfig
-            locked.token = creds.token
-            locked.ca_bundle = creds.ca_bundle
-            locked.client_cert = creds.client_cert
-            locked.client_key = creds.client_key
+            for attribute, value in creds.stored().items():
+                setattr(locked, attribute, value)
             locked.credential_version = secrets.token_hex(8)
             locked.health_state = HealthState.UNKNOWN
             changed.append("credentials")
