@@ -7,6 +7,7 @@ so the editor and the API report the same errors on the same fields.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -332,10 +333,8 @@ def spec_to_values(spec: dict[str, Any]) -> dict[str, str]:
     """
     from topologies.spec import SpecError
 
-    try:
+    with contextlib.suppress(SpecError):
         spec = TopologySpec.from_dict(spec).to_dict()
-    except SpecError:
-        pass
     values: dict[str, str] = {}
     for path, f in FIELDS.items():
         value = _get(spec, path)

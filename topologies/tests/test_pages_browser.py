@@ -1,4 +1,4 @@
-"""Topology pages in a real Chromium against the sandbox cluster: screenshots and live preflight as one types."""
+"""Topology pages in a real Chromium against the sandbox: screenshots, live preflight as one types."""
 
 from __future__ import annotations
 
