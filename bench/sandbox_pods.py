@@ -39,6 +39,12 @@ def rss_bytes(pid: int | str = "self") -> int:
     raise RuntimeError("no VmRSS")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # --- the child: a farm of engines and a router ---------------------------------------------------
 async def serve(count: int) -> None:
     base = loopback_base()
@@ -141,10 +147,12 @@ async def measure(info: dict, pid: int, count: int, seconds: float, clients: int
         await asyncio.gather(*(scrape(session, url) for url in pods))  # connections up
         concurrent: list[float] = []
         rounds: list[float] = []
+        cpu_before = cpu_seconds(pid)
         for _ in range(10):
             started = time.perf_counter()
             concurrent += await asyncio.gather(*(scrape(session, url) for url in pods))
             rounds.append(time.perf_counter() - started)
+        scrape_cpu = (cpu_seconds(pid) - cpu_before) / (10 * count)
         sequential = [await scrape(session, url) for _ in range(3) for url in pods]
     rows.append(
         (
@@ -160,12 +168,21 @@ async def measure(info: dict, pid: int, count: int, seconds: float, clients: int
     )
     rows.append(("/metrics, one at a time: p50 / p95", f"{ms(sequential, 0.5)} / {ms(sequential, 0.95)} ms"))
 
+    rows.append(("/metrics, sandbox CPU per scrape", f"{scrape_cpu * 1000:.2f} ms"))
+    cpu_before = cpu_seconds(pid)
     completed, latencies, errors = await closed_loop(router, clients, seconds)
+    request_cpu = (cpu_seconds(pid) - cpu_before) / max(1, completed)
     rate = completed / seconds
     rows.append(
         (
             f"router, closed loop {clients} clients, {seconds:g}s",
             f"{rate:.0f} req/s (p50 {ms(latencies, 0.5)} ms, p95 {ms(latencies, 0.95)} ms, {errors} errors)",
+        )
+    )
+    rows.append(
+        (
+            "router, sandbox CPU per request (P→D, 16 tokens)",
+            f"{request_cpu * 1000:.1f} ms → ~{1 / request_cpu:.0f} req/s per fully available core",
         )
     )
     target = max(1.0, round(rate * 0.8))
@@ -198,7 +215,11 @@ async def measure(info: dict, pid: int, count: int, seconds: float, clients: int
     )
 
     width = max(len(name) for name, _ in rows)
-    print(f"\nSandbox pods benchmark ({os.cpu_count()} CPUs, engines + router in one child process)")
+    load = os.getloadavg()[0]
+    print(
+        f"\nSandbox pods benchmark ({os.cpu_count()} CPUs, load average {load:.1f}; "
+        "engines + router in one child process)"
+    )
     print("-" * (width + 50))
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
