@@ -174,7 +174,7 @@ def test_kubectl_sees_kthena_resources_and_crds(sandbox_cluster, deployed):
 
 
 def test_kubectl_refuses_an_invalid_modelserving_with_the_field_path(sandbox_cluster, deployed, tmp_path):
-    namespace, path = deployed
+    _, path = deployed
     manifest = yaml.safe_load(path.read_text())
     manifest["metadata"]["name"] = "broken-spec"
     manifest["spec"]["template"]["roles"][0]["replicas"] = "one"
