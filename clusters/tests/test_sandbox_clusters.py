@@ -144,3 +144,32 @@ def test_bad_context_names_the_contexts(sandbox_cluster, admin_user):
     assert err.value.fields["context"] == [
         "context 'prod' is not in the kubeconfig; it has: tandem-sandbox, other"
     ]
+
+
+def test_credentials_are_replaced_through_the_api(sandbox_cluster, api_client, admin_user):
+    from audit.models import AuditEvent
+    from clusters.tests.helpers import closed_port
+
+    api_client.force_authenticate(admin_user)
+    created = api_client.post(
+        "/api/v1/clusters/",
+        {
+            "name": "moved",
+            "server": f"http://127.0.0.1:{closed_port()}",
+            "token": "old-token",
+            "allow_unreachable": True,
+        },
+    )
+    cid = created.json()["id"]
+    before = Cluster.objects.get(pk=cid).credential_version
+    patched = api_client.patch(
+        f"/api/v1/clusters/{cid}/", {"kubeconfig": sandbox_cluster.kubeconfig_path.read_text()}
+    )
+    assert patched.status_code == 200, patched.content
+    assert patched.json()["server"] == sandbox_cluster.server
+    assert sandbox_cluster.token not in patched.content.decode()
+    cluster = Cluster.objects.get(pk=cid)
+    assert cluster.credential_version != before
+    assert cluster.auth_method == "kubeconfig"
+    assert AuditEvent.objects.filter(action="cluster.update", detail__changed=["credentials"]).exists()
+    assert cluster_check(cluster_id=cid).health_state == HealthState.HEALTHY
