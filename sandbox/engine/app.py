@@ -43,6 +43,7 @@ EngineResolver = Callable[[web.Request], SimEngine | None]
 CrashHandler = Callable[[SimEngine], None]
 ENGINE_RESOLVER: web.AppKey[EngineResolver] = web.AppKey("engine_resolver")
 CRASH_HANDLER: web.AppKey[CrashHandler] = web.AppKey("crash_handler")
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _NON_JSON_BODY = (
     "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
 )
@@ -88,10 +89,7 @@ async def metrics(request: web.Request) -> web.Response:
     if not engine.monitored:
         return web.Response(status=404, text="Not Found")
     return web.Response(
-        text=engine.metrics_text(),
-        content_type="text/plain",
-        charset="utf-8",
-        headers={"X-Content-Type": "text/plain; version=0.0.4"},
+        body=engine.metrics_text().encode(), headers={"Content-Type": PROMETHEUS_CONTENT_TYPE}
     )
 
 
@@ -351,6 +349,7 @@ def build_app(resolver: EngineResolver, on_crash: CrashHandler) -> web.Applicati
     app[ENGINE_RESOLVER] = resolver
     app[CRASH_HANDLER] = on_crash
     app.router.add_get("/health", health)
+    app.router.add_get("/health_generate", health)  # SGLang's deeper health check
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)

@@ -38,6 +38,7 @@ class EngineFarm:
         self._stores: dict[str, PrefixCache] = {}
         self._old_logs: OrderedDict[str, list[str]] = OrderedDict()
         self._runner: web.AppRunner | None = None
+        self._closing: set[asyncio.Task[None]] = set()
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def _ensure_runner(self) -> web.AppRunner:
@@ -46,7 +47,7 @@ class EngineFarm:
                 build_app(self._resolve, self._on_crash),
                 access_log=None,
                 handle_signals=False,
-                shutdown_timeout=2.0,
+                shutdown_timeout=0.5,
             )
             await runner.setup()
             self._runner = runner
@@ -170,7 +171,9 @@ class EngineFarm:
     def _on_crash(self, engine: SimEngine) -> None:
         site = self._sites.pop(engine.pod_key, None)
         if site is not None:
-            asyncio.get_running_loop().create_task(site.stop())
+            task = asyncio.get_running_loop().create_task(site.stop())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
         engine.scheduler.drop_all_held()
         for seq in list(engine.scheduler.running) + list(engine.scheduler.waiting):
             engine.scheduler.abort(seq, "EngineDeadError: EngineCore encountered an issue.")

@@ -102,7 +102,7 @@ class RouterFarm:
             app.router.add_get("/v1/models", self._models)
             app.router.add_post("/v1/completions", self._completions)
             app.router.add_post("/v1/chat/completions", self._chat)
-            self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
+            self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=0.5)
             await self._runner.setup()
         if self._session is None:
             connector = aiohttp.TCPConnector(limit=2000, limit_per_host=256, enable_cleanup_closed=True)
@@ -157,7 +157,8 @@ class RouterFarm:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         router = self._router(request)
-        return web.Response(text=router.stats.render(router.spec.model_name), content_type="text/plain")
+        body = router.stats.render(router.spec.model_name).encode()
+        return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     async def _models(self, request: web.Request) -> web.Response:
         router = self._router(request)
