@@ -274,6 +274,12 @@ SECTIONS: list[tuple[str, str, list[EditorField]]] = [
             ),
             EditorField("routing.retry_attempts", "Retry attempts", "Retries of a failed request.", "int"),
             EditorField("routing.retry_interval_ms", "Retry interval (ms)", "Pause between retries.", "int"),
+            EditorField(
+                "routing.router_image",
+                "Router image",
+                "Plain backend only: the P/D router's image. Empty "
+                "uses the engine's default (vLLM production-stack router, or SGLang's model gateway).",
+            ),
         ],
     ),
     (

@@ -104,6 +104,7 @@ class RoutingSpec:
     timeout_seconds: int = 60
     retry_attempts: int = 2
     retry_interval_ms: int = 100
+    router_image: str = ""  # plain backend only; empty: the engine's default router image
 
 
 @dataclass(frozen=True)
@@ -284,7 +285,12 @@ class _Parser:
             retry_interval_ms=self.integer(
                 routing_raw, "retry_interval_ms", "routing.retry_interval_ms", 100, lo=1, hi=60000
             ),
+            router_image=self.text(routing_raw, "router_image", "routing.router_image", ""),
         )
+        if routing.router_image and (" " in routing.router_image or routing.router_image.startswith("-")):
+            self.err(
+                "routing.router_image", "must be an image reference such as lmcache/lmstack-router:latest"
+            )
         slo_raw = self.section(d, "slo", "slo")
         slo = SloSpec(
             ttft_ms=self.integer(slo_raw, "ttft_ms", "slo.ttft_ms", 1000, lo=1, hi=600000),

@@ -14,7 +14,7 @@ from topologies.render import engine
 from topologies.spec import TopologySpec
 
 ROUTER_IMAGES = {
-    "sglang": "docker.io/lmsysorg/sglang:latest",
+    "sglang": "docker.io/lmsysorg/sgl-model-gateway:latest",
     "vllm": "docker.io/lmcache/lmstack-router:latest",
     "vllm-ascend": "docker.io/lmcache/lmstack-router:latest",
     "mindie": "docker.io/lmcache/lmstack-router:latest",
@@ -90,7 +90,7 @@ def role_service(spec: TopologySpec, role: str, *, topology_id: int, revision: i
 def _router_args(spec: TopologySpec, topology_id: int) -> tuple[list[str], list[str]]:
     selector = f"{labels.TOPOLOGY}={topology_id}"
     if spec.engine == "sglang":
-        return ["python3", "-m", "sglang_router.launch_router"], [
+        return ["sgl-model-gateway"], [
             "--host",
             "0.0.0.0",
             "--port",
@@ -188,7 +188,7 @@ def router_objects(spec: TopologySpec, *, topology_id: int, revision: int) -> li
                         "containers": [
                             {
                                 "name": "router",
-                                "image": ROUTER_IMAGES[spec.engine],
+                                "image": spec.routing.router_image or ROUTER_IMAGES[spec.engine],
                                 "imagePullPolicy": "IfNotPresent",
                                 "command": command,
                                 "args": args,
