@@ -9,6 +9,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -32,7 +33,7 @@ def _validate_name(name: str, *, exclude_pk: int | None = None) -> str:
         raise invalid("name", "name is required, e.g. prod-ascend-a")
     try:
         NAME_VALIDATOR(name)
-    except Exception:
+    except ValidationError:
         raise invalid("name", f"name {name!r}: {NAME_VALIDATOR.message}") from None
     if len(name) > 63:
         raise invalid("name", "name is longer than 63 characters; shorten it")
@@ -65,7 +66,8 @@ def cluster_register(
     """Validate the credentials, test them (short timeout), save them encrypted, and queue a full check.
 
     An unreachable cluster is refused with the reason on the responsible field, unless ``allow_unreachable``
-    (then it is saved in state unreachable with that reason).
+    (then it is saved in state unreachable with that reason). The probe runs before, and outside, the
+    transaction that saves: no database transaction is held open across network calls.
     """
     name = _validate_name(name)
     creds = resolve_credentials(
