@@ -24,7 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 def configure() -> None:
     os.environ.update(
-        DATABASE_URL=os.environ.get("BENCH_DATABASE_URL", "sqlite:////tmp/tandem-bench-cluster-check.sqlite3"),
+        DATABASE_URL=os.environ.get(
+            "BENCH_DATABASE_URL", "sqlite:////tmp/tandem-bench-cluster-check.sqlite3"
+        ),
         REDIS_URL=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/7"),
         SECRET_KEY="bench-secret-key-not-for-production-0123456789abcdef",
         FIELD_ENCRYPTION_KEYS="qx7dD0H3ZxKdbMgFq3aXNd7R5lOqdRkk2m8Wq1fW0cM=",
