@@ -33,6 +33,8 @@ class EventLike(Protocol):
     """What diagnosis reads of an event (kube.EventInfo satisfies it)."""
 
     @property
+    def type(self) -> str: ...
+    @property
     def reason(self) -> str: ...
     @property
     def message(self) -> str: ...
@@ -49,13 +51,21 @@ class Diagnosis(TypedDict):
 
 @dataclass
 class _Found:
+    """One cause; `message` may name `{roles}` and `{restarts}`, filled in from every pod it covers."""
+
     code: str
     message: str
     fix: str
     pods: list[str] = field(default_factory=list)
+    roles: list[str] = field(default_factory=list)
+    restarts: int = 0
 
     def as_dict(self) -> Diagnosis:
-        return {"code": self.code, "message": self.message, "fix": self.fix, "pods": sorted(set(self.pods))}
+        order = {"prefill": 0, "decode": 1}
+        roles = sorted(set(self.roles), key=lambda r: (order.get(r, 2), r))
+        message = self.message.replace("{roles}", " and ".join(roles) or "pod")
+        message = message.replace("{restarts}", str(self.restarts))
+        return {"code": self.code, "message": message, "fix": self.fix, "pods": sorted(set(self.pods))}
 
 
 PULL_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName"}
@@ -152,6 +162,8 @@ def diagnose(
         key = (item.code, item.message)
         if key in found:
             found[key].pods.extend(item.pods)
+            found[key].roles.extend(item.roles)
+            found[key].restarts = max(found[key].restarts, item.restarts)
         else:
             found[key] = item
 
@@ -194,8 +206,8 @@ def diagnose(
         reason = pod.reason or ""
         if reason in PULL_REASONS:
             image = ""
-            for event in pod_events:
-                if event.involved_name == pod.name:
+            for event in reversed(pod_events):  # newest first: the pod's name may have run other images
+                if event.involved_name == pod.name and event.type == "Warning":
                     match = _IMAGE_RE.search(event.message)
                     if match:
                         image = match.group(1)
@@ -206,10 +218,11 @@ def diagnose(
             add(
                 _Found(
                     "image_pull",
-                    f"The {_role(pod)} image {what}{tag_text} cannot be pulled.",
+                    "The {roles} image " + what + tag_text + " cannot be pulled.",
                     "Check that the tag exists in the registry and that the cluster has pull credentials "
                     "for it (imagePullSecrets), then set a valid image and deploy again.",
                     [pod.name],
+                    [_role(pod)],
                 )
             )
         elif reason in CRASH_REASONS or pod.restarts > 0:
@@ -220,11 +233,12 @@ def diagnose(
                 add(
                     _Found(
                         "connector_backend_missing",
-                        f"The KV connector cannot reach its Mooncake master{where}, so the {_role(pod)} "
+                        "The KV connector cannot reach its Mooncake master" + where + ", so the {roles} "
                         "engines crash on start.",
                         "Deploy the Mooncake master (and its Service) in the cluster, or correct the "
                         "Mooncake master address in the topology's connector settings.",
                         [pod.name],
+                        [_role(pod)],
                     )
                 )
             else:
@@ -232,20 +246,22 @@ def diagnose(
                 add(
                     _Found(
                         "crash_loop",
-                        f"The {_role(pod)} engine keeps crashing (CrashLoopBackOff, {pod.restarts} restarts)."
-                        f"{said}",
+                        "The {roles} engine keeps crashing (CrashLoopBackOff, {restarts} restarts)." + said,
                         "Fix the engine arguments or environment named in the error (the role's extra "
                         "args / env in the topology), then deploy again.",
                         [pod.name],
+                        [_role(pod)],
+                        pod.restarts,
                     )
                 )
         elif timed_out:
             add(
                 _Found(
                     "not_ready",
-                    f"The {_role(pod)} pods did not become Ready in time (phase {pod.phase or 'unknown'}).",
+                    "The {roles} pods did not become Ready in time (phase " + (pod.phase or "unknown") + ").",
                     "Check the engine logs; if the model loads slowly, raise the topology's ready timeout.",
                     [pod.name],
+                    [_role(pod)],
                 )
             )
     if timed_out and not pods:

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -291,10 +291,13 @@ def _diagnose_now(
     pods: list[kube.PodInfo],
     manifests: list[Any],
     timed_out: bool,
+    since: datetime,
 ) -> list[Diagnosis]:
     not_ready = [p for p in pods if not p.ready]
     names = {p.name for p in not_ready}
-    events = kube.list_events(conn, namespace, names) if names else []
+    # Pods of a new revision often reuse the old pods' names: only this attempt's events count.
+    listed = kube.list_events(conn, namespace, names) if names else []
+    events = [e for e in listed if e.last_time is None or e.last_time >= since]
     logs = {}
     for pod in not_ready:
         if pod.restarts > 0 or pod.reason in ("CrashLoopBackOff", "Error"):
@@ -331,6 +334,7 @@ def _wait_ready(
     total = plan.expected_pods(manifests)
     selector = f"{topology_selector(topology_id)},{REVISION}={revision}"
     deadline = time.monotonic() + timeout
+    since = timezone.now() - timedelta(seconds=2)
     definitive_since: float | None = None
     while True:
         pods = [p for p in kube.list_pods(conn, namespace, selector) if not p.deletion_pending]
@@ -340,7 +344,7 @@ def _wait_ready(
             return None
         now = time.monotonic()
         if now >= deadline:
-            return _diagnose_now(conn, namespace, pods, manifests, timed_out=True) or [
+            return _diagnose_now(conn, namespace, pods, manifests, timed_out=True, since=since) or [
                 {
                     "code": "not_ready",
                     "message": f"Only {ready}/{total} pods became Ready within {int(timeout)} s.",
@@ -350,7 +354,7 @@ def _wait_ready(
             ]
         troubled = any(p.reason or p.restarts or p.phase == "Pending" for p in pods if not p.ready)
         if troubled:
-            found = _diagnose_now(conn, namespace, pods, manifests, timed_out=False)
+            found = _diagnose_now(conn, namespace, pods, manifests, timed_out=False, since=since)
             if any(d["code"] in DEFINITIVE for d in found):
                 definitive_since = definitive_since or now
                 if now - definitive_since >= fail_fast:

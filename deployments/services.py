@@ -83,8 +83,14 @@ def deployment_start(
     params: dict[str, Any] | None = None,
 ) -> Deployment:
     """Queue a deployment job; the runner picks it up after commit. 409 when one is already active."""
+    from topologies.models import Topology as TopologyModel
+
     if kind not in Kind.values:
         raise DomainError(f"unknown deployment kind {kind!r}", fields={"kind": [f"use one of {Kind.values}"]})
+    # The caller's object may be stale (revisions saved since it was read): decide on the stored row.
+    topology = TopologyModel.objects.select_related("current_revision", "deployed_revision").get(
+        pk=topology.pk
+    )
     if revision is None and kind != Kind.DELETE:
         revision = topology.current_revision
     if revision is None and kind != Kind.DELETE:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -61,12 +62,27 @@ def conn(lab):
 
 
 @pytest.fixture
-def new_topology(lab, operator):
+def new_topology(lab, operator, lab_sandbox, conn):
+    """Topologies in their own namespaces; their cluster objects are removed afterwards so the shared
+    sandbox has its accelerators free for the next test."""
+    import kube
     from topologies.presets import preset_spec
     from topologies.services import topology_create
 
+    namespaces: list[str] = []
+
     def make(preset: str = "deepseek-ascend-mooncake", **overrides):
-        spec = preset_spec(preset, namespace=f"t{uuid.uuid4().hex[:8]}", **overrides)
+        namespace = f"t{uuid.uuid4().hex[:8]}"
+        namespaces.append(namespace)
+        spec = preset_spec(preset, namespace=namespace, **overrides)
         return topology_create(cluster=lab, spec=spec, actor=operator)
 
-    return make
+    yield make
+    kinds = "modelroutes,modelservers,modelservings,deployments,services"
+    for namespace in namespaces:
+        lab_sandbox.kubectl("delete", kinds, "--all", "-n", namespace, "--wait=false")
+    deadline = time.monotonic() + 30
+    while namespaces and time.monotonic() < deadline:
+        namespaces = [ns for ns in namespaces if kube.list_pods(conn, ns, "")]
+        time.sleep(0.2)
+    assert not namespaces, f"pods still running in {namespaces} after cleanup"

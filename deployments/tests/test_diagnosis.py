@@ -139,3 +139,33 @@ def test_last_error_line_prefers_error_lines_then_last_line():
     assert last_error_line("a\nValueError: bad\nshutting down\n") == "ValueError: bad"
     assert last_error_line("a\nb\n") == "b"
     assert last_error_line("") == ""
+
+
+def test_the_same_cause_on_both_roles_is_one_finding_naming_both():
+    pods = [
+        Pod("p-0", reason="ImagePullBackOff", labels={"tandem.io/role": "prefill"}),
+        Pod("d-0", reason="ImagePullBackOff", labels={"tandem.io/role": "decode"}),
+        Pod("d-1", reason="CrashLoopBackOff", restarts=3, labels={"tandem.io/role": "decode"}),
+        Pod("p-1", reason="CrashLoopBackOff", restarts=5, labels={"tandem.io/role": "prefill"}),
+    ]
+    events = [
+        Event("Failed", 'Failed to pull image "repo/vllm:v1-broken": not found', name)
+        for name in ("p-0", "d-0")
+    ]
+    log = "ValueError: bad {json}\n"
+    found = diagnose(pods=pods, events=events, logs={"d-1": log, "p-1": log})
+    assert [d["code"] for d in found] == ["image_pull", "crash_loop"]
+    assert found[0]["message"].startswith("The prefill and decode image `repo/vllm:v1-broken`")
+    assert found[0]["pods"] == ["d-0", "p-0"]
+    assert "5 restarts" in found[1]["message"] and "bad {json}" in found[1]["message"]
+
+
+def test_old_warning_events_do_not_name_the_wrong_image():
+    pods = [Pod("d-0", reason="ImagePullBackOff")]
+    events = [
+        Event("Pulled", 'Successfully pulled image "repo/vllm:v1"', "d-0", type="Normal"),
+        Event("Failed", 'Failed to pull image "repo/vllm:v2-broken": not found', "d-0"),
+        Event("Pulling", 'Pulling image "repo/vllm:v2-broken"', "d-0", type="Normal"),
+    ]
+    [found] = diagnose(pods=pods, events=events)
+    assert "`repo/vllm:v2-broken`" in found["message"]

@@ -55,7 +55,7 @@ def test_broken_image_tag_is_diagnosed_and_previous_revision_keeps_running(new_t
     _update(topology, operator, lambda s: s.update(image=s["image"] + "-broken"))
     deployment = deploy_now(topology, operator)
     codes = [d["code"] for d in deployment.diagnosis]
-    assert codes == ["image_pull"], deployment.diagnosis
+    assert codes == ["image_pull"], (deployment.state, [s.message for s in deployment.steps.all()])
     assert "-broken" in deployment.diagnosis[0]["message"]
     assert "registry" in deployment.diagnosis[0]["fix"]
     _assert_previous_still_running(topology, conn, deployment)
@@ -182,13 +182,16 @@ def test_scale_adds_decode_pods(new_topology, operator, conn):
 
 def test_delete_removes_cluster_objects_then_the_topology(new_topology, operator, conn):
     import kube
+    from deployments import runner
+    from deployments.services import deployment_start
     from topologies.models import Topology
 
     topology = _running(new_topology, operator)
     namespace, pk = topology.namespace, topology.pk
-    deployment = deploy_now(topology, operator, kind=Kind.DELETE)
+    deployment = deployment_start(topology=topology, kind=Kind.DELETE, actor=operator, source_ip=None)
+    assert runner.run(deployment.pk, worker="test-worker") == "claimed"
+    deployment.refresh_from_db()
     assert deployment.state == State.SUCCEEDED, deployment.error
     assert not Topology.objects.filter(pk=pk).exists()
-    deployment.refresh_from_db()
     assert deployment.topology is None and deployment.topology_name == topology.name
     assert kube.list_objects(conn, "workload.serving.volcano.sh/v1alpha1", "ModelServing", namespace) == []
