@@ -40,6 +40,8 @@ from sandbox.apiserver.validation import prepare_custom, validate
 NO_GENERATION = {"events", "configmaps", "secrets", "endpoints", "namespaces", "nodes", "serviceaccounts"}
 # Fields a write can never change, whatever the body says.
 IMMUTABLE_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
+# Kinds whose registry answers a DELETE with the deleted object rather than a Status.
+RETURN_DELETED_OBJECT = {"pods", "services", "serviceaccounts"}
 KEEP_STATUS_ON_CREATE = {"namespaces", "nodes", "services", "customresourcedefinitions"}
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -477,6 +479,8 @@ class Api:
                 self.store.put(rt.group, rt.plural, obj, created=False)
             return obj
         self._remove(rt, obj)
+        if rt.plural in RETURN_DELETED_OBJECT:
+            return obj
         details: dict[str, Any] = {"name": name}
         if rt.group:
             details["group"] = rt.group
