@@ -79,11 +79,6 @@ MEAN_GAUGES = frozenset({"kv_usage", "hit_rate", "kv_transfer_latency_ms"})
 HISTOGRAMS: dict[str, str] = {
     "vllm:time_to_first_token_seconds": "ttft",
     "vllm:inter_token_latency_seconds": "itl",
-    "vllm:request_time_per_output_token_seconds": "tpot",
-    "vllm:e2e_request_latency_seconds": "e2e",
-    "vllm:request_queue_time_seconds": "queue_time",
-    "vllm:request_prefill_time_seconds": "prefill_time",
-    "vllm:request_decode_time_seconds": "decode_time",
     "vllm:nixl_xfer_time_seconds": "xfer_time",
     "vllm:nixl_bytes_transferred": "xfer_bytes",
     "vllm:mooncake_xfer_time_seconds": "xfer_time",
@@ -91,8 +86,17 @@ HISTOGRAMS: dict[str, str] = {
     "vllm:mooncake_store_operation_time_seconds": "store_op_time",
     "sglang:time_to_first_token_seconds": "ttft",
     "sglang:inter_token_latency_seconds": "itl",
-    "sglang:e2e_request_latency_seconds": "e2e",
+    "sglang:e2e_request_latency_seconds": "e2e",  # its count stands in for finished requests (no counter)
     "time_to_first_token_seconds": "ttft",
+}
+# Families Tandem recognises but does not read: nothing is derived from them (TTFT, ITL and the
+# request counters already say it), and every bucket line costs parsing time on every scrape.
+NOT_READ: dict[str, str] = {
+    "vllm:request_time_per_output_token_seconds": "per-request mean TPOT; ITL covers it",
+    "vllm:e2e_request_latency_seconds": "end-to-end latency; finished requests come from request_success",
+    "vllm:request_queue_time_seconds": "queue time; num_requests_waiting shows queueing",
+    "vllm:request_prefill_time_seconds": "prefill time; TTFT covers it",
+    "vllm:request_decode_time_seconds": "decode time; ITL covers it",
 }
 STORE_OPERATION = "vllm:mooncake_store_operation_time_seconds"
 INFO = "vllm:cache_config_info"
@@ -122,26 +126,46 @@ class RawSample(TypedDict):
     info: dict[str, str]
 
 
+_NAME = re.compile(r"[^{\s]*")
+_MEMO_LIMIT = 10_000  # distinct metric names / label blocks remembered (they repeat scrape after scrape)
+_known: dict[str, bool] = {}
+_reduced_labels: dict[str, str] = {}
+
+
 def _metric_name(line: str) -> str:
     if line.startswith("#"):
         parts = line.split(None, 3)
         return parts[2] if len(parts) > 2 else ""
-    end = len(line)
-    for stop in ("{", " ", "\t"):
-        index = line.find(stop)
-        if index != -1:
-            end = min(end, index)
-    return line[:end]
+    match = _NAME.match(line)
+    return match.group(0) if match else ""
 
 
 def _is_known(name: str) -> bool:
-    if name in _KNOWN_BASES:
-        return True
-    return any(name.endswith(suffix) and name[: -len(suffix)] in _KNOWN_BASES for suffix in _SUFFIXES)
+    known = _known.get(name)
+    if known is None:
+        known = name in _KNOWN_BASES or any(
+            name.endswith(suffix) and name[: -len(suffix)] in _KNOWN_BASES for suffix in _SUFFIXES
+        )
+        if len(_known) > _MEMO_LIMIT:
+            _known.clear()
+        _known[name] = known
+    return known
 
 
 _LABEL = re.compile(r'\s*([a-zA-Z_]\w*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 KEPT_LABELS = frozenset({"le", "finished_reason", "operation", "status"})
+
+
+def _reduce_labels(block: str) -> str:
+    """``model_name="m",engine="0",le="0.1"`` → ``{le="0.1"}`` (or nothing when no label is kept)."""
+    reduced = _reduced_labels.get(block)
+    if reduced is None:
+        kept = ",".join(f'{m[1]}="{m[2]}"' for m in _LABEL.finditer(block) if m[1] in KEPT_LABELS)
+        reduced = f"{{{kept}}}" if kept else ""
+        if len(_reduced_labels) > _MEMO_LIMIT:
+            _reduced_labels.clear()
+        _reduced_labels[block] = reduced
+    return reduced
 
 
 def _strip_labels(line: str) -> str:
@@ -151,8 +175,7 @@ def _strip_labels(line: str) -> str:
     end = line.rfind("}")
     if end < start:
         return line
-    kept = ",".join(f'{m[1]}="{m[2]}"' for m in _LABEL.finditer(line, start + 1, end) if m[1] in KEPT_LABELS)
-    return f"{line[:start]}{{{kept}}}{line[end + 1 :]}" if kept else f"{line[:start]}{line[end + 1 :]}"
+    return f"{line[:start]}{_reduce_labels(line[start + 1 : end])}{line[end + 1 :]}"
 
 
 def relevant_text(text: str) -> str:
@@ -177,8 +200,132 @@ def detect_engine(names: set[str]) -> str:
     return "unknown"
 
 
+# One parsed sample, classified: (kind, field, bucket bound, value, sample name, info labels).
+COUNTER, GAUGE, BUCKET, SUM, COUNT, INFO_KIND = range(6)
+Entry = tuple[int, str, float, float, str, tuple[tuple[str, str], ...]]
+NO_LABELS: tuple[tuple[str, str], ...] = ()
+
+
+def classify(name: str, labels: dict[str, str], value: float) -> tuple[Entry, ...]:
+    """What one sample contributes (nothing for families we do not read)."""
+    if math.isnan(value):
+        return ()
+    if name == REQUEST_SUCCESS_BY_REASON:
+        field = "req_aborted" if labels.get("finished_reason") == "abort" else "req_success"
+        return ((COUNTER, field, 0.0, value, name, NO_LABELS),)
+    if name in COUNTERS:
+        return ((COUNTER, COUNTERS[name], 0.0, value, name, NO_LABELS),)
+    if name in GAUGES:
+        return ((GAUGE, GAUGES[name], 0.0, value, name, NO_LABELS),)
+    if name == INFO:
+        kept = tuple((k, v) for k, v in labels.items() if k not in ("model_name", "engine"))
+        return ((INFO_KIND, "", 0.0, value, name, kept),)
+    base, _, part = name.rpartition("_")
+    if base not in HISTOGRAMS:
+        return ()
+    field = HISTOGRAMS[base]
+    if part == "bucket":
+        return ((BUCKET, field, float(labels.get("le", "inf")), value, name, NO_LABELS),)
+    if part == "sum":
+        return ((SUM, field, 0.0, value, name, NO_LABELS),)
+    if part != "count":
+        return ()
+    entry: Entry = (COUNT, field, 0.0, value, name, NO_LABELS)
+    if base == STORE_OPERATION and labels.get("status", "success") not in ("success", "ok"):
+        return (entry, (COUNTER, "store_op_failed", 0.0, value, name, NO_LABELS))
+    return (entry,)
+
+
+def _parse_lines(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
+    """Parse sample lines with ``prometheus_client``: exactly one sample per line, in order."""
+    text = "\n".join(lines) + "\n"
+    samples = [
+        (sample.name, sample.labels, float(sample.value))
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
+    if len(samples) != len(lines):
+        raise ValueError(f"{len(lines)} sample lines gave {len(samples)} samples")
+    return samples
+
+
+_MISSING = object()
+# series key (the line up to its value: name and labels) -> the same key with only the labels we read,
+# or None for a family we do not read; shared by every target (keys repeat scrape after scrape)
+_series: dict[str, str | None] = {}
+
+
+def _series_key(line: str) -> str:
+    brace = line.rfind("}")
+    if brace != -1 and line.find("{") != -1:
+        return line[: brace + 1]
+    space = line.find(" ")
+    return line if space == -1 else line[:space]
+
+
+def _reduced_key(key: str) -> str | None:
+    reduced = _series.get(key, _MISSING)
+    if reduced is _MISSING:
+        name = _metric_name(key)
+        if name.endswith("_created") or not _is_known(name):
+            reduced = None
+        else:
+            reduced = key if name == INFO else _strip_labels(key)
+        if len(_series) > _MEMO_LIMIT * 10:
+            _series.clear()
+        _series[key] = reduced
+    return reduced  # type: ignore[return-value]
+
+
+class LineParser:
+    """Parses the expositions of ONE target, re-using the parse of every line that did not change
+    since its previous scrape (help/type lines, idle gauges, counters and buckets that did not move);
+    only new lines go through the parser. Keeps just the previous scrape's lines."""
+
+    def __init__(self) -> None:
+        self._previous: dict[str, tuple[Entry, ...]] = {}
+
+    def parse(self, text: str, *, ts: float) -> RawSample:
+        """Raises ``ValueError`` when the text is not Prometheus text format."""
+        previous = self._previous
+        current: dict[str, tuple[Entry, ...]] = {}
+        entries: list[Entry] = []
+        raw_lines: list[str] = []
+        reduced: list[str] = []
+        for line in text.splitlines():
+            if not line:
+                continue
+            hit = previous.get(line)
+            if hit is not None:
+                current[line] = hit
+                entries.extend(hit)
+                continue
+            if line[0] == "#":
+                current[line] = ()
+                continue
+            key = _series_key(line)
+            short = _reduced_key(key)
+            if short is None:
+                current[line] = ()
+                continue
+            raw_lines.append(line)
+            reduced.append(short + line[len(key) :])
+        if reduced:
+            for line, (name, labels, value) in zip(raw_lines, _parse_lines(reduced), strict=True):
+                found = classify(name, labels, value)
+                current[line] = found
+                entries.extend(found)
+        self._previous = current
+        return aggregate(entries, ts=ts)
+
+
 def parse_metrics(text: str, *, ts: float) -> RawSample:
-    """Parse one exposition. Raises ``ValueError`` when the text is not Prometheus text format."""
+    """Parse one exposition (no memory of earlier ones). Raises ``ValueError`` on malformed text."""
+    return LineParser().parse(text, ts=ts)
+
+
+def aggregate(entries: list[Entry], *, ts: float) -> RawSample:
+    """Classified samples → canonical counters, gauges, histograms and info labels."""
     counters: dict[str, float] = {}
     gauges: dict[str, float] = {}
     gauge_n: dict[str, int] = {}
@@ -187,41 +334,24 @@ def parse_metrics(text: str, *, ts: float) -> RawSample:
     hist_count: dict[str, float] = {}
     info: dict[str, str] = {}
     names: set[str] = set()
-
-    for family in text_string_to_metric_families(relevant_text(text)):
-        for sample in family.samples:
-            name, labels, value = sample.name, sample.labels, float(sample.value)
-            names.add(name)
-            if math.isnan(value) or name.endswith("_created"):
-                continue
-            if name == REQUEST_SUCCESS_BY_REASON:
-                field = "req_aborted" if labels.get("finished_reason") == "abort" else "req_success"
-                counters[field] = counters.get(field, 0.0) + value
-            elif name in COUNTERS:
-                field = COUNTERS[name]
-                counters[field] = counters.get(field, 0.0) + value
-            elif name in GAUGES:
-                field = GAUGES[name]
-                gauges[field] = gauges.get(field, 0.0) + value
-                gauge_n[field] = gauge_n.get(field, 0) + 1
-            elif name == INFO:
-                info.update({k: v for k, v in labels.items() if k not in ("model_name", "engine")})
-            else:
-                base, _, part = name.rpartition("_")
-                if base not in HISTOGRAMS:
-                    continue
-                field = HISTOGRAMS[base]
-                if part == "bucket":
-                    le = float(labels.get("le", "inf"))
-                    buckets = hist_buckets.setdefault(field, {})
-                    buckets[le] = buckets.get(le, 0.0) + value
-                elif part == "sum":
-                    hist_sum[field] = hist_sum.get(field, 0.0) + value
-                elif part == "count":
-                    hist_count[field] = hist_count.get(field, 0.0) + value
-                    if base == STORE_OPERATION and labels.get("status", "success") not in ("success", "ok"):
-                        counters["store_op_failed"] = counters.get("store_op_failed", 0.0) + value
-
+    for kind, field, le, value, name, labels in entries:
+        names.add(name)
+        if kind == BUCKET:
+            buckets = hist_buckets.get(field)
+            if buckets is None:
+                buckets = hist_buckets[field] = {}
+            buckets[le] = buckets.get(le, 0.0) + value
+        elif kind == COUNTER:
+            counters[field] = counters.get(field, 0.0) + value
+        elif kind == GAUGE:
+            gauges[field] = gauges.get(field, 0.0) + value
+            gauge_n[field] = gauge_n.get(field, 0) + 1
+        elif kind == SUM:
+            hist_sum[field] = hist_sum.get(field, 0.0) + value
+        elif kind == COUNT:
+            hist_count[field] = hist_count.get(field, 0.0) + value
+        else:
+            info.update(labels)
     for field, count in gauge_n.items():
         if field in MEAN_GAUGES and count > 1:
             gauges[field] /= count

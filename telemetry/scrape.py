@@ -23,10 +23,11 @@ import aiohttp
 
 from telemetry.assemble import PodResult, PodTarget
 from telemetry.links import normalize_table
-from telemetry.parse import parse_metrics
+from telemetry.parse import LineParser
 
 MAX_CONNECTIONS = 512
 MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_PARSERS = 20_000  # per-target line memories kept by one process
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ async def scrape_pod(
     *,
     timeout_s: float,
     pod_by_address: dict[str, str],
+    parser: LineParser | None = None,
 ) -> PodResult:
     target = request.target
     base = f"http://{target.ip}:{target.port}"
@@ -73,7 +75,7 @@ async def scrape_pod(
             if status != 200:
                 result.error = f"{url} answered HTTP {status}"
                 return
-            result.raw = parse_metrics(text, ts=time.time())
+            result.raw = (parser or LineParser()).parse(text, ts=time.time())
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
             result.error = _describe(exc, url, timeout_s)
 
@@ -98,14 +100,43 @@ async def scrape_pod(
 
 
 async def scrape_all(
-    session: aiohttp.ClientSession, requests: Sequence[ScrapeRequest], *, timeout_s: float
+    session: aiohttp.ClientSession,
+    requests: Sequence[ScrapeRequest],
+    *,
+    timeout_s: float,
+    parsers: dict[str, LineParser] | None = None,
 ) -> list[PodResult]:
+    """Scrape every pod at once. ``parsers`` (per ``ip:port``) lets unchanged lines skip parsing."""
     pod_by_address = {r.target.ip: r.target.name for r in requests if r.target.ip}
-    return list(
-        await asyncio.gather(
-            *(scrape_pod(session, r, timeout_s=timeout_s, pod_by_address=pod_by_address) for r in requests)
+    if parsers is not None and len(parsers) > MAX_PARSERS:
+        parsers.clear()
+
+    def parser_for(target: PodTarget) -> LineParser | None:
+        if parsers is None:
+            return None
+        return parsers.setdefault(f"{target.ip}:{target.port}", LineParser())
+
+    tasks = [
+        asyncio.ensure_future(
+            scrape_pod(
+                session, r, timeout_s=timeout_s, pod_by_address=pod_by_address, parser=parser_for(r.target)
+            )
         )
-    )
+        for r in requests
+    ]
+    # Each request has its own timeout; this deadline also bounds parsing on an overloaded worker.
+    _, late = await asyncio.wait(tasks, timeout=timeout_s * 1.25 + 0.5)
+    for task in late:
+        task.cancel()
+    results = []
+    for request, task in zip(requests, tasks, strict=True):
+        if task in late:
+            base = f"http://{request.target.ip}:{request.target.port}"
+            error = f"no answer from {base}/metrics within {timeout_s:.1f} s (collection deadline)"
+            results.append(PodResult(target=request.target, error=error))
+        else:
+            results.append(task.result())
+    return results
 
 
 def new_session() -> aiohttp.ClientSession:
@@ -116,11 +147,13 @@ def new_session() -> aiohttp.ClientSession:
 class Scraper:
     """The per-process scraping loop and session (thread-safe; fork-aware)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, line_memory: bool = True) -> None:
+        self._line_memory = line_memory
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session: aiohttp.ClientSession | None = None
+        self._parsers: dict[str, LineParser] = {}  # used on the loop thread only
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -128,13 +161,14 @@ class Scraper:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(target=loop.run_forever, name="telemetry-scraper", daemon=True)
                 thread.start()
-                self._loop, self._pid, self._session = loop, os.getpid(), None
+                self._loop, self._pid, self._session, self._parsers = loop, os.getpid(), None, {}
             return self._loop
 
     async def _run(self, requests: Sequence[ScrapeRequest], timeout_s: float) -> list[PodResult]:
         if self._session is None or self._session.closed:
             self._session = new_session()
-        return await scrape_all(self._session, requests, timeout_s=timeout_s)
+        parsers = self._parsers if self._line_memory else None
+        return await scrape_all(self._session, requests, timeout_s=timeout_s, parsers=parsers)
 
     def scrape(self, requests: Sequence[ScrapeRequest], *, timeout_s: float) -> list[PodResult]:
         if not requests:
@@ -143,7 +177,7 @@ class Scraper:
         future: Future[list[PodResult]] = asyncio.run_coroutine_threadsafe(
             self._run(requests, timeout_s), loop
         )
-        return future.result(timeout=timeout_s + 5)
+        return future.result(timeout=timeout_s * 1.25 + 30)
 
     def close(self) -> None:
         with self._lock:
