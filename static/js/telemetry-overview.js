@@ -52,7 +52,9 @@
     T.tween(tr.querySelector('[data-cell="hit_rate"]'), m.hit_rate, "percent");
     T.tween(tr.querySelector('[data-cell="ttft_p95"]'), m.ttft_p95, "seconds");
     const reasons = (m.health && m.health.reasons) || [];
-    tr.querySelector('[data-cell="reason"]').textContent = reasons.length ? reasons[0] + (reasons.length > 1 ? " (+" + (reasons.length - 1) + " more)" : "") : "";
+    const reasonCell = tr.querySelector('[data-cell="reason"]');
+    reasonCell.textContent = reasons.length ? reasons[0] + (reasons.length > 1 ? " (+" + (reasons.length - 1) + " more)" : "") : "";
+    reasonCell.title = reasons.join("; ");
     paint(tr);
     resort();
   }
