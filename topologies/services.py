@@ -169,6 +169,22 @@ def _own_in_use(pods: list[Any], spec: TopologySpec | None) -> dict[str, dict[st
     return held
 
 
+def _served_kthena_crds(conn: Any) -> frozenset[str]:
+    """Names of the Kthena CRDs the cluster serves, from API discovery (small, cached answers)
+    rather than listing CRDs (whose schemas run to megabytes)."""
+    from kube import KubeNotInstalled
+    from kube.resources import resolve
+
+    served: set[str] = set()
+    for api_version, kind in kthena.KINDS:
+        try:
+            resource = resolve(conn, api_version, kind)
+        except KubeNotInstalled:
+            continue
+        served.add(f"{resource.plural}.{resource.group}")
+    return frozenset(served)
+
+
 def cluster_facts(*, cluster: Cluster, spec: TopologySpec, topology: Topology | None = None) -> ClusterFacts:
     """Read what preflight needs from the cluster through ``kube``; an unreachable cluster is a fact too."""
     import kube
@@ -178,7 +194,7 @@ def cluster_facts(*, cluster: Cluster, spec: TopologySpec, topology: Topology | 
 
     try:
         conn = cluster_connection(cluster)
-        crds = frozenset(kube.installed_crds(conn)) if spec.backend == "kthena" else frozenset()
+        crds = _served_kthena_crds(conn) if spec.backend == "kthena" else frozenset()
         nodes = tuple(
             NodeFacts(
                 name=n.name,

@@ -117,7 +117,11 @@ class TopologyViewSet(
             status=status.HTTP_202_ACCEPTED,
         )
 
-    @extend_schema(request=PreflightRevisionSerializer, responses={200: PreflightResultSerializer})
+    @extend_schema(
+        operation_id="topologies_preflight",
+        request=PreflightRevisionSerializer,
+        responses={200: PreflightResultSerializer},
+    )
     @action(detail=True, methods=["post"])
     def preflight(self, request: Request, pk: str | None = None) -> Response:
         topology = self.get_object()
@@ -135,7 +139,11 @@ class TopologyViewSet(
                 )
         return Response(preflight_body(services.topology_preflight(topology=topology, revision=revision)))
 
-    @extend_schema(request=PreflightSpecSerializer, responses={200: PreflightResultSerializer})
+    @extend_schema(
+        operation_id="topologies_preflight_spec",
+        request=PreflightSpecSerializer,
+        responses={200: PreflightResultSerializer},
+    )
     @action(detail=False, methods=["post"], url_path="preflight")
     def preflight_spec(self, request: Request) -> Response:
         data = PreflightSpecSerializer(data=request.data)

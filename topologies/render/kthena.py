@@ -13,6 +13,7 @@ from topologies.spec import TopologySpec
 
 WORKLOAD_API = "workload.serving.volcano.sh/v1alpha1"
 NETWORKING_API = "networking.serving.volcano.sh/v1alpha1"
+KINDS = ((WORKLOAD_API, "ModelServing"), (NETWORKING_API, "ModelServer"), (NETWORKING_API, "ModelRoute"))
 REQUIRED_CRDS = (
     "modelservings.workload.serving.volcano.sh",
     "modelservers.networking.serving.volcano.sh",
