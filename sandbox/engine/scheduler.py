@@ -4,7 +4,9 @@ Each step runs the decode batch (one token per running sequence) plus prefill ch
 token budget (`max_num_batched_tokens`), and takes
     overhead + (decode_step + per_seq × batch if any sequence decodes) + prefill_per_token × prefill tokens
 (× the time scale). At most `max_num_seqs` sequences run; the rest wait in FCFS order, and a
-sequence is admitted only when its KV blocks fit. Prompt blocks found in the prefix cache are not
+sequence is admitted only when the step has token budget left and its KV blocks fit. Blocks are
+allocated as tokens are generated; when none is free, the most recently admitted sequence is
+preempted (its KV freed, recomputed later), as vLLM V1 does. Prompt blocks found in the prefix cache are not
 computed; a decode-role sequence pulls its prompt's KV from the prefill instance instead (the
 engine supplies the pull) and starts decoding once it arrives. So a prompt-heavy load queues
 behind prefill and TTFT rises; a generation-heavy load fills the batch and ITL rises.
@@ -47,7 +49,13 @@ class Sequence:
     finish_reason: str | None = None
     error: str | None = None
     extra_seconds: float = 0.0  # one-off time added to the next step (loading KV from a store)
+    recompute: int = 0  # generated tokens to prefill again after a preemption
     event: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def target(self) -> int:
+        """Tokens whose KV must exist before the next token: the prompt (+ output, after a preemption)."""
+        return self.prompt_len + self.recompute
 
 
 @dataclass
@@ -58,6 +66,7 @@ class HeldKV:
 
 
 PullFn = Callable[[Sequence], Awaitable[bool]]
+_COMPUTING = ("decode", "prefill")
 HookFn = Callable[[Sequence], None]
 
 
@@ -161,12 +170,12 @@ class Scheduler:
     async def _loop(self) -> None:
         cfg = self.cfg
         while True:
-            decoding = [s for s in self.running if s.state == "decode"]
+            decoding = self._grow([s for s in self.running if s.state == "decode"])
             budget = cfg.max_num_batched_tokens - len(decoding)
             work: list[tuple[Sequence, int]] = []
             for seq in self.running:
                 if seq.state == "prefill" and budget > 0:
-                    chunk = min(seq.prompt_len - seq.computed, budget)
+                    chunk = min(seq.target - seq.computed, budget)
                     work.append((seq, chunk))
                     budget -= chunk
             # Like vLLM V1: waiting requests are scheduled only while this step has token budget left.
@@ -175,7 +184,7 @@ class Scheduler:
                 if admitted is None:
                     break
                 if admitted.state == "prefill":
-                    chunk = min(admitted.prompt_len - admitted.computed, budget)
+                    chunk = min(admitted.target - admitted.computed, budget)
                     work.append((admitted, chunk))
                     budget -= chunk
             if not decoding and not work:
@@ -199,7 +208,7 @@ class Scheduler:
                 if seq.state != "prefill":
                     continue
                 seq.computed += chunk
-                if seq.computed >= seq.prompt_len:
+                if seq.computed >= seq.target:
                     self._prefill_done(seq, now)
             for seq in decoding:
                 if seq.state == "decode":
@@ -210,7 +219,7 @@ class Scheduler:
         cfg = self.cfg
         while self.waiting and len(self.running) < cfg.max_num_seqs:
             seq = self.waiting[0]
-            need = self.blocks_for(seq.prompt_len + seq.output_len)
+            need = self.blocks_for(seq.target + 1)
             if self.used_blocks + self.held_blocks + need > cfg.num_gpu_blocks:
                 self.expire_held()
                 if self.used_blocks + self.held_blocks + need > cfg.num_gpu_blocks:
@@ -224,9 +233,10 @@ class Scheduler:
             now = time.monotonic()
             seq.blocks = need
             self.used_blocks += need
-            seq.scheduled_at = now
-            self.stats.queue.observe(now - seq.arrival)
-            self.stats.prompt_tokens += seq.prompt_len
+            if not seq.scheduled_at:  # a preempted sequence coming back is not a new request
+                seq.scheduled_at = now
+                self.stats.queue.observe(now - seq.arrival)
+                self.stats.prompt_tokens += seq.prompt_len
             self.running.append(seq)
             if seq.remote is not None:
                 seq.state = "pulling"
@@ -238,6 +248,42 @@ class Scheduler:
                 seq.state = "prefill"
             return seq
         return None
+
+    @property
+    def free_blocks(self) -> int:
+        return self.cfg.num_gpu_blocks - self.used_blocks - self.held_blocks
+
+    def _grow(self, decoding: list[Sequence]) -> list[Sequence]:
+        """Give each decoding sequence the block its next token needs, preempting from the back if full."""
+        for seq in decoding:
+            if seq.state != "decode":
+                continue
+            need = self.blocks_for(seq.prompt_len + seq.generated + 1) - seq.blocks
+            while need > 0 and self.free_blocks < need:
+                victim = next(
+                    (v for v in reversed(self.running) if v is not seq and v.state in _COMPUTING), None
+                )
+                if victim is None:
+                    break
+                self._preempt(victim)
+            if need > 0 and self.free_blocks < need:
+                self._preempt(seq)
+                continue
+            if need > 0:
+                seq.blocks += need
+                self.used_blocks += need
+        return [s for s in decoding if s.state == "decode"]
+
+    def _preempt(self, seq: Sequence) -> None:
+        self.running.remove(seq)
+        self.used_blocks -= seq.blocks
+        seq.blocks = 0
+        seq.state = "waiting"
+        seq.remote = None  # its pulled KV is gone: recompute locally
+        seq.recompute = seq.generated
+        seq.computed = seq.cached_tokens = 0
+        self.waiting.appendleft(seq)
+        self.stats.preemptions += 1
 
     def _lookup(self, seq: Sequence) -> None:
         """Local prefix-cache hits (then the connector's external store, via the hook)."""
@@ -255,7 +301,7 @@ class Scheduler:
             return
         now = time.monotonic()
         if ok:
-            seq.computed = seq.prompt_len
+            seq.computed = seq.target
             seq.state = "decode"
             self.stats.prefill.observe(now - seq.scheduled_at)
         elif self.cfg.kv_failure_policy == "recompute":
@@ -270,7 +316,8 @@ class Scheduler:
         if self.cfg.prefix_caching:
             self.cache.insert(seq.hashes)
         self._after_prefill(seq)
-        self.stats.prefill.observe(now - seq.scheduled_at)
+        if seq.first_token_at is None:
+            self.stats.prefill.observe(now - seq.scheduled_at)
         self._emit(seq, now)
         if seq.state != "done":
             seq.state = "decode"

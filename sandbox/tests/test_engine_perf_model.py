@@ -163,3 +163,20 @@ async def test_a_link_fault_raises_failed_transfers_while_both_pods_stay_healthy
         assert link["peer"] == "prefill-0-0"
         assert link["status"] == "LLM_WAIT_PROCESS_TIMEOUT"
         assert (link["transfers"], link["failures"]) == (1, 3)
+
+
+async def test_a_full_kv_cache_preempts_and_recomputes_yet_every_request_completes():
+    farm = EngineFarm()
+    try:
+        url = await _engine(farm, SANDBOX_TIME_SCALE="0.05", SANDBOX_NUM_GPU_BLOCKS="64")  # 1024 tokens of KV
+        rng = random.Random(3)
+        async with aiohttp.ClientSession() as session:
+            prompts = [words(rng, 100) for _ in range(8)]
+            chunks = await asyncio.gather(*(_stream_all(session, url, prompt, 120) for prompt in prompts))
+            after = await _metrics(session, url)
+        assert chunks == [120] * 8
+        assert after["vllm:num_preemptions_total"] >= 1
+        assert after["vllm:kv_cache_usage_perc"] == 0.0
+        assert after["vllm:request_success_total"] == 8
+    finally:
+        await farm.close()
