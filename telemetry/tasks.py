@@ -8,7 +8,7 @@ from django.conf import settings
 from telemetry import cache, services
 
 
-@shared_task(name="telemetry.tasks.collect_all", queue="telemetry", ignore_result=True, acks_late=False)
+@shared_task(name="telemetry.tasks.collect_all", ignore_result=True, acks_late=False)
 def collect_all() -> int:
     """Enqueue one collection per deployed topology; each expires after one interval, so a slow or
     stopped worker never builds a backlog. Returns how many were enqueued."""
@@ -21,7 +21,7 @@ def collect_all() -> int:
     return len(ids)
 
 
-@shared_task(name="telemetry.tasks.collect_topology", queue="telemetry", ignore_result=True, acks_late=False)
+@shared_task(name="telemetry.tasks.collect_topology", ignore_result=True, acks_late=False)
 def collect_topology(topology_id: int) -> bool:
     """Collect one topology unless another collection of it is still running (idempotent).
 
@@ -34,6 +34,6 @@ def collect_topology(topology_id: int) -> bool:
         return True
 
 
-@shared_task(name="telemetry.tasks.rollup_and_prune", queue="telemetry", ignore_result=True)
+@shared_task(name="telemetry.tasks.rollup_and_prune", ignore_result=True)
 def rollup_and_prune() -> dict[str, int]:
     return services.telemetry_rollup_and_prune()
