@@ -1,4 +1,4 @@
-"""The sandbox process itself: ready line, kubeconfigs, separate address blocks, clean stop; engine crashes."""
+"""The sandbox process: kubeconfigs, separate address blocks, clean stop; engine crashes and restarts."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def test_two_sandboxes_hand_out_pod_addresses_from_different_blocks(sandbox_clus
             core = client.CoreV1Api(cluster.api_client())
             core.create_namespaced_pod("default", pod)
             name = pod["metadata"]["name"]
-            ip = cluster.wait_for(lambda core=core: core.read_namespaced_pod(name, "default").status.pod_ip)
+            ip = cluster.wait_for(
+                lambda core=core, name=name: core.read_namespaced_pod(name, "default").status.pod_ip
+            )
             blocks.append(ip.split(".")[1])
             if cluster is sandbox_cluster:
                 core.delete_namespaced_pod(name, "default")
