@@ -252,6 +252,7 @@ SPECTACULAR_SETTINGS = {
         "UserRoleEnum": "accounts.roles.Role",
         "HealthStateEnum": "clusters.models.HealthState",
         "DeploymentStateEnum": "deployments.models.State",
+        "TelemetryEventKindEnum": "telemetry.snapshot.EVENT_KINDS",
     },
 }
 

@@ -90,7 +90,9 @@ class HistoryQuerySerializer(serializers.Serializer):
 
 class EventSerializer(serializers.Serializer):
     ts = serializers.FloatField(help_text="Unix seconds.")
-    kind = serializers.ChoiceField(choices=["deploy", "role_change", "alert_raised", "alert_resolved"])
+    kind = serializers.ChoiceField(
+        choices=["deploy", "role_change", "alert_raised", "alert_resolved"], help_text="What happened."
+    )
     text = serializers.CharField()
 
 
