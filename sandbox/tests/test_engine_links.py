@@ -130,3 +130,23 @@ async def test_pulling_kv_the_prefill_no_longer_holds_is_kv_cache_not_exist():
         assert (link["transfers"], link["failures"], link["status"]) == (1, 1, "LLM_KV_CACHE_NOT_EXIST")
         assert link["bytes"] > 0
         assert "no KV cache" in link["last_error"]
+
+
+async def test_a_slow_link_stretches_transfers_but_keeps_the_link_up():
+    env = {"SANDBOX_TIME_SCALE": "1", "SANDBOX_KV_LATENCY_MS": "5"}
+    async with PDStack(env=env) as stack, aiohttp.ClientSession() as session:
+        decode = stack.url("decode-0-0")
+        body = {"model": "sim-model", "prompt": "slow link " * 50, "max_tokens": 2}
+        async with session.post(f"{stack.router_url}/v1/completions", json=body) as response:
+            assert response.status == 200
+        _, table = await _call(session, "GET", f"{decode}/kv/links")
+        fast = table["links"][0]["xfer_seconds_max"]
+        fault = {"kind": "link_slow", "peer": "prefill-0-0", "factor": 4, "delay_ms": 100}
+        await _call(session, "POST", f"{decode}/sandbox/faults", fault)
+        async with session.post(f"{stack.router_url}/v1/completions", json=body) as response:
+            assert response.status == 200
+        _, table = await _call(session, "GET", f"{decode}/kv/links")
+        [link] = table["links"]
+        assert link["status"] == "LLM_SUCCESS"
+        assert (link["transfers"], link["failures"]) == (2, 0)
+        assert link["xfer_seconds_max"] >= 0.1 > fast
