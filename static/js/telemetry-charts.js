@@ -3,8 +3,9 @@
 (function () {
   "use strict";
   const T = function () { return window.Tandem.telemetry; };
-  const COLORS = ["#2f5bd3", "#b26a00", "#c62828", "#0f7b8a", "#6d4bd1"];
-  const MARKER_COLORS = { deploy: "#2f5bd3", deployment: "#2f5bd3", role_change: "#6d4bd1", alert_raised: "#c62828", alert_resolved: "#1f8a4c" };
+  // Series colours avoid green/amber/red, which mean state everywhere else.
+  const COLORS = ["#2f5bd3", "#0f7b8a", "#6d4bd1", "#5d6878", "#a23b72"];
+  const MARKER_COLORS = { deploy: "#1d2430", deployment: "#1d2430", role_change: "#6d4bd1", alert_raised: "#c62828", alert_resolved: "#1f8a4c" };
 
   function pick(path) {
     return function (s) {
@@ -78,6 +79,14 @@
       });
     });
     (body.events || []).forEach(function (e) { self.addMarker(e.ts, e.kind, e.text); });
+  };
+  Store.prototype.firstTs = function (fromTs) {
+    let first = null;
+    const self = this;
+    Object.keys(this.points).forEach(function (name) {
+      self.points[name].forEach(function (v, ts) { if (v !== null && ts >= fromTs && (first === null || ts < first)) { first = ts; } });
+    });
+    return first;
   };
   Store.prototype.data = function (chart, fromTs) {
     const self = this;
@@ -154,9 +163,13 @@
     return {
       update: function (windowSeconds) {
         const now = Date.now() / 1000;
+        // A window longer than the data would squeeze every line against the right edge: start
+        // the axis at the first point (but show at least a minute) until the window fills up.
+        const first = store.firstTs(now - windowSeconds);
+        const min = first === null ? now - windowSeconds : Math.max(now - windowSeconds, Math.min(first - 5, now - 60));
         charts.forEach(function (ch) {
-          ch.plot.setData(ch.def.series.length ? store.data(ch.def, now - windowSeconds) : [[]], false);
-          ch.plot.setScale("x", { min: now - windowSeconds, max: now });
+          ch.plot.setData(store.data(ch.def, now - windowSeconds), false);
+          ch.plot.setScale("x", { min: min, max: now });
         });
       },
       resize: function () { charts.forEach(function (ch) { ch.plot.setSize({ width: width(ch.card), height: 190 }); }); },

@@ -3,13 +3,20 @@
 (function () {
   "use strict";
   const SVG = "http://www.w3.org/2000/svg";
-  const NODE_W = 190, NODE_H = 46, GAP = 18, PAD = 16, COL_GAP = 300;
+  const NODE_W = 250, NODE_H = 46, GAP = 18, PAD = 16, COL_GAP = 300, NAME_CHARS = 30;
 
   function svg(tag, attrs, text) {
     const node = document.createElementNS(SVG, tag);
     Object.keys(attrs || {}).forEach(function (k) { node.setAttribute(k, attrs[k]); });
     if (text !== undefined && text !== null) { node.textContent = text; }
     return node;
+  }
+
+  // Long pod names keep their start and their distinctive end: "deepseek-v2-l…-0-decode-0-0".
+  function shortName(name) {
+    if (name.length <= NAME_CHARS) { return name; }
+    const tail = Math.ceil(NAME_CHARS * 0.55);
+    return name.slice(0, NAME_CHARS - tail - 1) + "…" + name.slice(name.length - tail);
   }
 
   function podState(pod) {
@@ -40,7 +47,7 @@
     g.appendChild(svg("title", {}, pod.name + " (" + pod.role + "): " + podLine(pod)));
     g.appendChild(svg("rect", { class: "pd-box", width: NODE_W, height: NODE_H, rx: 7 }));
     g.appendChild(svg("rect", { class: "pd-stripe", width: 5, height: NODE_H, rx: 2 }));
-    g.appendChild(svg("text", { class: "pd-name", x: 14, y: 19 }, pod.name));
+    g.appendChild(svg("text", { class: "pd-name", x: 14, y: 19 }, shortName(pod.name)));
     g.appendChild(svg("text", { class: "pd-sub", x: 14, y: 36 }, podLine(pod)));
     return g;
   }
