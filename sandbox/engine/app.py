@@ -93,8 +93,24 @@ async def metrics(request: web.Request) -> web.Response:
     )
 
 
+def _unauthorized(engine: SimEngine, request: web.Request) -> web.Response | None:
+    if engine.api_key is None:
+        return None
+    if request.headers.get("Authorization", "") == f"Bearer {engine.api_key}":
+        return None
+    return _json({"error": "Unauthorized"}, 401)
+
+
+async def version(request: web.Request) -> web.Response:
+    _engine(request)
+    return _json({"version": "0.10.1"})
+
+
 async def models(request: web.Request) -> web.Response:
     engine = _engine(request)
+    refused = _unauthorized(engine, request)
+    if refused is not None:
+        return refused
     card = {
         "id": engine.spec.model,
         "object": "model",
@@ -119,6 +135,9 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     engine = _engine(request)
     if engine.draining or not engine.loaded():
         return _json(error_body(503, "The engine is not accepting requests.", "ServiceUnavailableError"), 503)
+    refused = _unauthorized(engine, request)
+    if refused is not None:
+        return refused
     delay = engine.faults.delay_seconds("inference")
     if delay:
         await asyncio.sleep(delay)
@@ -157,6 +176,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         engine.inflight -= 1
         if seq.state != "done":
             engine.scheduler.abort(seq)
+        engine.maybe_log_stats()
 
 
 def _sequence(engine: SimEngine, req: CompletionRequest) -> Sequence:
@@ -351,6 +371,7 @@ def build_app(resolver: EngineResolver, on_crash: CrashHandler) -> web.Applicati
     app.router.add_get("/health", health)
     app.router.add_get("/health_generate", health)  # SGLang's deeper health check
     app.router.add_get("/metrics", metrics)
+    app.router.add_get("/version", version)
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)

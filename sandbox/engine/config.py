@@ -18,6 +18,7 @@ sandbox process's env, then defaults shaped like a small model on one accelerato
 | `SANDBOX_KV_FAILURE_POLICY` | recompute | after a failed pull: `recompute` the prompt or `fail` (MindIE) |
 | `SANDBOX_KV_HOLD_SECONDS` | 30 | how long prefill keeps a finished request's KV for the pull |
 | `SANDBOX_STARTUP_SECONDS` | 0 | `/health` answers 503 this long after start (model loading) |
+| `SANDBOX_JITTER` | 0 | random ± fraction on every step time (0.1 = ±10 %) |
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ DEFAULTS: dict[str, float] = {
     "SANDBOX_KV_TIMEOUT_MS": 1000.0,
     "SANDBOX_KV_HOLD_SECONDS": 30.0,
     "SANDBOX_STARTUP_SECONDS": 0.0,
+    "SANDBOX_JITTER": 0.0,
 }
 
 
@@ -67,11 +69,23 @@ class PerfConfig:
     kv_failure_policy: str = "recompute"
     kv_hold_seconds: float = 30.0
     startup_seconds: float = 0.0
+    jitter: float = 0.0
 
     def transfer_seconds(self, num_bytes: int, slow_factor: float = 1.0, extra_ms: float = 0.0) -> float:
         """Model time of one KV transfer: latency + bytes / bandwidth (unscaled)."""
         seconds = self.kv_latency_ms / 1000 + num_bytes / (self.kv_bandwidth_gbps * 1e9)
         return seconds * slow_factor + extra_ms / 1000
+
+
+def api_key(spec: EngineSpec) -> str | None:
+    """The key clients must send as `Authorization: Bearer <key>` (`--api-key`, or `VLLM_API_KEY`)."""
+    args = list(spec.args)
+    for index, arg in enumerate(args):
+        if arg.startswith("--api-key="):
+            return arg.split("=", 1)[1]
+        if arg in ("--api-key", "--api_key") and index + 1 < len(args):
+            return args[index + 1]
+    return spec.env_dict().get("VLLM_API_KEY") or None
 
 
 def _number(name: str, pod_env: Mapping[str, str], process_env: Mapping[str, str]) -> float:
@@ -127,6 +141,7 @@ def perf_config(spec: EngineSpec, process_env: Mapping[str, str] | None = None) 
         kv_failure_policy=policy,
         kv_hold_seconds=num("SANDBOX_KV_HOLD_SECONDS"),
         startup_seconds=num("SANDBOX_STARTUP_SECONDS"),
+        jitter=min(1.0, num("SANDBOX_JITTER")),
     )
 
 

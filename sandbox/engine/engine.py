@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sandbox.engine import links as L
-from sandbox.engine.config import PerfConfig
+from sandbox.engine.config import PerfConfig, api_key
 from sandbox.engine.faults import FaultSet
 from sandbox.engine.metrics import EngineStats, Gauges, render
 from sandbox.engine.prefix_cache import PrefixCache
@@ -54,6 +54,8 @@ class SimEngine:
         self.draining = False
         self.inflight = 0
         self._next_id = 0
+        self.api_key = api_key(spec)
+        self._stats_logged = (time.monotonic(), 0, 0)
         self.scheduler = Scheduler(
             cfg, self.stats, self.cache, self._pull, self._after_lookup, self._after_prefill
         )
@@ -123,6 +125,25 @@ class SimEngine:
                     "service monitor is disabled (set MIES_SERVICE_MONITOR_MODE=1 for /metrics)", "WARNING"
                 )
             self.log("Daemon start success!", source="mindieservice_daemon")
+
+    def maybe_log_stats(self, every: float = 10.0) -> None:
+        """vLLM's periodic engine stats line, written at most every `every` seconds while busy."""
+        now = time.monotonic()
+        then, prompt, generation = self._stats_logged
+        if now - then < every:
+            return
+        s = self.stats
+        elapsed = now - then
+        hit_rate = s.prefix_hits / s.prefix_queries * 100 if s.prefix_queries else 0.0
+        self.log(
+            f"Engine 000: Avg prompt throughput: {(s.prompt_tokens - prompt) / elapsed:.1f} tokens/s, "
+            f"Avg generation throughput: {(s.generation_tokens - generation) / elapsed:.1f} tokens/s, "
+            f"Running: {self.scheduler.num_running} reqs, Waiting: {self.scheduler.num_waiting} reqs, "
+            f"GPU KV cache usage: {self.scheduler.kv_usage * 100:.1f}%, "
+            f"Prefix cache hit rate: {hit_rate:.1f}%",
+            source="loggers.py",
+        )
+        self._stats_logged = (now, s.prompt_tokens, s.generation_tokens)
 
     # --- metrics ------------------------------------------------------------------------------
     def metrics_text(self) -> str:

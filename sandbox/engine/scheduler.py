@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
@@ -202,6 +203,8 @@ class Scheduler:
             ms = cfg.step_overhead_ms + cfg.prefill_ms_per_token * sum(n for _, n in work)
             if decoding:
                 ms += cfg.decode_step_ms + cfg.decode_ms_per_seq * len(decoding)
+            if cfg.jitter:
+                ms *= 1 + cfg.jitter * (2 * random.random() - 1)
             await asyncio.sleep((ms / 1000 + extra) * cfg.time_scale)
             now = time.monotonic()
             for seq, chunk in work:

@@ -82,6 +82,12 @@ class Passthrough(Exception):
         self.content_type = content_type
 
 
+def _forwarded(request: web.Request) -> dict[str, str]:
+    """Headers relayed to the engines: the client's credentials (engines may run with `--api-key`)."""
+    auth = request.headers.get("Authorization")
+    return {"Authorization": auth} if auth else {}
+
+
 class RouterFarm:
     def __init__(self) -> None:
         self._routers: dict[str, Router] = {}
@@ -274,7 +280,7 @@ class RouterFarm:
         decode_body = body
         if choice.prefill is not None:
             prefill = pods[choice.prefill]
-            kv = await self._prefill(router, prefill, path, body)
+            kv = await self._prefill(router, prefill, path, body, _forwarded(request))
             router.affinity.remember(hashes, prefill.pod_name)
             decode_body = {**body, "kv_transfer_params": kv}
         else:
@@ -284,7 +290,7 @@ class RouterFarm:
         router.inflight[decode.pod_name] += 1
         try:
             url = f"http://{decode.ip}:{decode.port}{path}"
-            async with self._session.post(url, json=decode_body) as upstream:
+            async with self._session.post(url, json=decode_body, headers=_forwarded(request)) as upstream:
                 if upstream.status != 200:
                     await self._upstream_error(upstream, "decode_error", decode.pod_name)
                 if body.get("stream"):
@@ -310,7 +316,7 @@ class RouterFarm:
             router.stats.decode.observe(time.monotonic() - started)
 
     async def _prefill(
-        self, router: Router, prefill: Endpoint, path: str, body: dict[str, Any]
+        self, router: Router, prefill: Endpoint, path: str, body: dict[str, Any], headers: dict[str, str]
     ) -> dict[str, Any]:
         assert self._session is not None
         request_body = {k: v for k, v in body.items() if k not in ("stream_options", "max_completion_tokens")}
@@ -325,7 +331,7 @@ class RouterFarm:
         router.inflight[prefill.pod_name] += 1
         try:
             async with self._session.post(
-                f"http://{prefill.ip}:{prefill.port}{path}", json=request_body
+                f"http://{prefill.ip}:{prefill.port}{path}", json=request_body, headers=headers
             ) as upstream:
                 if upstream.status != 200:
                     await self._upstream_error(upstream, "prefill_error", prefill.pod_name)

@@ -11,7 +11,7 @@ import pytest
 
 from sandbox.engine.farm import EngineFarm
 from sandbox.engine.spec import EngineArgumentError, EngineSpec
-from sandbox.engine.testing import engine_spec, loopback_base
+from sandbox.engine.testing import PDStack, engine_spec, loopback_base
 
 
 @pytest.fixture
@@ -192,3 +192,41 @@ async def test_engines_share_a_port_on_their_own_pod_addresses():
                     assert (await response.json())["pod"] == f"ns/e-{n}"
     finally:
         await farm.close()
+
+
+async def test_an_api_key_guards_the_openai_routes_and_the_router_relays_credentials():
+    async with PDStack(
+        args=("sim-model", "--api-key", "sk-engine"), env={"SANDBOX_TIME_SCALE": "0.05"}
+    ) as stack:
+        body = {"model": "sim-model", "prompt": "secret", "max_tokens": 2}
+        good = {"Authorization": "Bearer sk-engine"}
+        async with aiohttp.ClientSession() as session:
+            decode = stack.url("decode-0-0")
+            async with session.post(f"{decode}/v1/completions", json=body) as response:
+                assert response.status == 401
+                assert await response.json() == {"error": "Unauthorized"}
+            async with session.get(
+                f"{decode}/v1/models", headers={"Authorization": "Bearer  sk-engine"}
+            ) as response:
+                assert response.status == 401  # stray whitespace is a different key
+            async with session.get(f"{decode}/health") as response:
+                assert response.status == 200
+            async with session.post(f"{stack.router_url}/v1/completions", json=body) as response:
+                assert response.status == 401
+            async with session.post(
+                f"{stack.router_url}/v1/completions", json=body, headers=good
+            ) as response:
+                assert response.status == 200
+
+
+async def test_version_and_the_periodic_stats_line(engine):
+    farm, url = engine
+    async with aiohttp.ClientSession() as session:
+        async with session.get(f"{url}/version") as response:
+            assert (await response.json())["version"]
+        async with session.post(
+            f"{url}/v1/completions", json={"prompt": "log me", "max_tokens": 3}
+        ) as response:
+            assert response.status == 200
+    farm.engine("ns/e-0").maybe_log_stats(every=0)
+    assert "Avg generation throughput" in farm.logs("ns/e-0")[-1]
