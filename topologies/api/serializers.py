@@ -10,6 +10,17 @@ from clusters.models import Cluster
 from topologies.models import Revision, Topology
 from topologies.spec import SpecError, TopologySpec
 
+SPEC_REQUIRED = (
+    "is required: the whole topology spec (GET /api/v1/topologies/<id>/, change its spec, send it back)"
+)
+
+
+CLUSTER_ERRORS = {
+    "does_not_exist": "cluster {pk_value} does not exist; use an id from /api/v1/clusters/",
+    "required": "is required: the id of a registered cluster (see /api/v1/clusters/)",
+    "incorrect_type": "must be a cluster id (a number from /api/v1/clusters/)",
+}
+
 
 def validated_spec(value: Any) -> TopologySpec:
     """Parse a spec or raise a DRF error whose fields are paths inside ``spec`` (spec.roles.prefill...)."""
@@ -59,12 +70,11 @@ class TopologySerializer(serializers.ModelSerializer[Topology]):
 class TopologyCreateSerializer(serializers.Serializer[Any]):
     cluster = serializers.PrimaryKeyRelatedField(
         queryset=Cluster.objects.all(),
-        error_messages={
-            "does_not_exist": "cluster {pk_value} does not exist; use an id from /api/v1/clusters/"
-        },
+        error_messages=CLUSTER_ERRORS,
     )
     spec = serializers.JSONField(
-        help_text="The topology spec: name, namespace, engine, connector, roles, ..."
+        help_text="The topology spec: name, namespace, engine, connector, roles, ...",
+        error_messages={"required": SPEC_REQUIRED},
     )
     message = serializers.CharField(required=False, allow_blank=True, max_length=500)
 
@@ -73,7 +83,10 @@ class TopologyCreateSerializer(serializers.Serializer[Any]):
 
 
 class TopologyUpdateSerializer(serializers.Serializer[Any]):
-    spec = serializers.JSONField(help_text="The whole new spec; an unchanged spec creates no revision.")
+    spec = serializers.JSONField(
+        help_text="The whole new spec; an unchanged spec creates no revision.",
+        error_messages={"required": SPEC_REQUIRED},
+    )
     message = serializers.CharField(
         required=False,
         allow_blank=True,
@@ -86,13 +99,11 @@ class TopologyUpdateSerializer(serializers.Serializer[Any]):
 
 
 class PreflightSpecSerializer(serializers.Serializer[Any]):
+    spec = serializers.JSONField(error_messages={"required": SPEC_REQUIRED})
     cluster = serializers.PrimaryKeyRelatedField(
         queryset=Cluster.objects.all(),
-        error_messages={
-            "does_not_exist": "cluster {pk_value} does not exist; use an id from /api/v1/clusters/"
-        },
+        error_messages=CLUSTER_ERRORS,
     )
-    spec = serializers.JSONField()
 
     def validate_spec(self, value: Any) -> TopologySpec:
         return validated_spec(value)

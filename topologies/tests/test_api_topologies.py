@@ -141,3 +141,14 @@ def test_delete_starts_a_delete_job(api_client, operator, cluster) -> None:
     assert response.status_code == 202, response.json()
     assert response.json()["url"] == f"/api/v1/deployments/{response.json()['deployment']}/"
     assert Topology.objects.filter(pk=topology_id).exists()  # removed by the job once its objects are gone
+
+
+def test_missing_fields_say_what_to_send(api_client, operator, cluster) -> None:
+    api_client.force_authenticate(operator)
+    fields = api_client.post(URL, {}, format="json").json()["error"]["fields"]
+    assert "registered cluster" in fields["cluster"][0] and "whole topology spec" in fields["spec"][0]
+    topology_id = _create(api_client, cluster).json()["id"]
+    patched = api_client.patch(f"{URL}{topology_id}/", {"message": "x"}, format="json")
+    assert (
+        patched.status_code == 400 and "whole topology spec" in patched.json()["error"]["fields"]["spec"][0]
+    )
