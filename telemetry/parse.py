@@ -249,10 +249,18 @@ def _parse_lines(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:
     return samples
 
 
+def _parse_values(lines: list[str]) -> list[float]:
+    """Parse label-free ``v <value> [<timestamp>]`` lines with ``prometheus_client``, in order."""
+    return [sample[2] for sample in _parse_lines(lines)]
+
+
 _MISSING = object()
 # series key (the line up to its value: name and labels) -> the same key with only the labels we read,
 # or None for a family we do not read; shared by every target (keys repeat scrape after scrape)
 _series: dict[str, str | None] = {}
+# reduced series key -> (name, labels) as prometheus_client parsed them the first time the key was seen;
+# later lines of that key only need their value parsed
+_series_sample: dict[str, tuple[str, dict[str, str]]] = {}
 
 
 def _series_key(line: str) -> str:
@@ -280,7 +288,8 @@ def _reduced_key(key: str) -> str | None:
 class LineParser:
     """Parses the expositions of ONE target, re-using the parse of every line that did not change
     since its previous scrape (help/type lines, idle gauges, counters and buckets that did not move);
-    only new lines go through the parser. Keeps just the previous scrape's lines."""
+    only new lines go through the parser — and for a series whose name and labels the parser has
+    already read, only the new value is parsed. Keeps just the previous scrape's lines."""
 
     def __init__(self) -> None:
         self._previous: dict[str, tuple[Entry, ...]] = {}
@@ -292,6 +301,9 @@ class LineParser:
         entries: list[Entry] = []
         raw_lines: list[str] = []
         reduced: list[str] = []
+        shorts: list[str] = []
+        value_lines: list[str] = []
+        value_of: list[tuple[str, str]] = []
         for line in text.splitlines():
             if not line:
                 continue
@@ -308,10 +320,25 @@ class LineParser:
             if short is None:
                 current[line] = ()
                 continue
-            raw_lines.append(line)
-            reduced.append(short + line[len(key) :])
+            if short in _series_sample:
+                value_lines.append("v" + line[len(key) :])
+                value_of.append((line, short))
+            else:
+                raw_lines.append(line)
+                shorts.append(short)
+                reduced.append(short + line[len(key) :])
         if reduced:
-            for line, (name, labels, value) in zip(raw_lines, _parse_lines(reduced), strict=True):
+            parsed = _parse_lines(reduced)
+            if len(_series_sample) > _MEMO_LIMIT * 10:
+                _series_sample.clear()
+            for line, short, (name, labels, value) in zip(raw_lines, shorts, parsed, strict=True):
+                _series_sample[short] = (name, labels)
+                found = classify(name, labels, value)
+                current[line] = found
+                entries.extend(found)
+        if value_lines:
+            for (line, short), value in zip(value_of, _parse_values(value_lines), strict=True):
+                name, labels = _series_sample.get(short) or _parse_lines([short + " 0"])[0][:2]
                 found = classify(name, labels, value)
                 current[line] = found
                 entries.extend(found)
