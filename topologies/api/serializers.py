@@ -15,7 +15,7 @@ SPEC_REQUIRED = (
 )
 
 
-CLUSTER_ERRORS = {
+CLUSTER_ERRORS: dict[str, Any] = {
     "does_not_exist": "cluster {pk_value} does not exist; use an id from /api/v1/clusters/",
     "required": "is required: the id of a registered cluster (see /api/v1/clusters/)",
     "incorrect_type": "must be a cluster id (a number from /api/v1/clusters/)",
