@@ -69,13 +69,17 @@ def histogram_delta(current: Histogram, previous: Histogram | None) -> Buckets:
     """Cumulative bucket increments; the current buckets when there is no comparable previous one."""
     if previous is None:
         return [(le, max(0.0, count)) for le, count in current["buckets"]]
-    before = dict(previous["buckets"])
-    if set(before) != {le for le, _ in current["buckets"]}:
-        return [(le, max(0.0, count)) for le, count in current["buckets"]]
+    now, then = current["buckets"], previous["buckets"]
+    if len(now) != len(then) or any(a[0] != b[0] for a, b in zip(now, then, strict=True)):
+        return [(le, max(0.0, count)) for le, count in now]
+    if current["count"] == previous["count"]:
+        return [(le, 0.0) for le, _ in now]  # nothing observed in this interval
     out: Buckets = []
     floor = 0.0
-    for le, count in current["buckets"]:
-        floor = max(floor, count - before[le], 0.0)
+    for (le, count), (_, earlier) in zip(now, then, strict=True):
+        delta = count - earlier
+        if delta > floor:
+            floor = delta
         out.append((le, floor))
     return out
 
