@@ -41,13 +41,9 @@ class Command(BaseCommand):
         topology = Topology.objects.filter(cluster=cluster, name=spec["name"]).first()
         if topology is None:
             topology = topology_create(cluster=cluster, spec=spec, actor=None, message="demo topology")
-        if (
-            topology.deployed_revision_id is not None
-            and topology.deployed_revision_id == topology.current_revision_id
-        ):
-            self.stdout.write(
-                f"demo topology {topology.name} already running revision {topology.deployed_revision.number}"
-            )
+        running = topology.deployed_revision
+        if running is not None and running.pk == topology.current_revision_id:
+            self.stdout.write(f"demo topology {topology.name} already running revision {running.number}")
             return
         deployment = Deployment.objects.filter(topology=topology, state__in=ACTIVE_STATES).first()
         if deployment is None:
