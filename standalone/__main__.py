@@ -1,0 +1,5 @@
+from __future__ import annotations
+
+from standalone.runner import main
+
+raise SystemExit(main())

@@ -1,0 +1,150 @@
+"""`python -m standalone` brings the product up on SQLite + embedded Redis and stops it cleanly."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.support import ROOT, free_port
+
+pytestmark = pytest.mark.timeout(240)
+
+
+class Run:
+    """The standalone runner as a subprocess, its output collected line by line."""
+
+    def __init__(self, state_dir: Path, port: int) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in ("TANDEM_ADMIN_PASSWORD", "TANDEM_ADMIN_USER")}
+        env.update({"TANDEM_STATE_DIR": str(state_dir), "TANDEM_PORT": str(port), "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "standalone"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def wait_for(self, pattern: str, timeout: float = 150) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = re.search(pattern, self.output)
+            if match:
+                return match
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no {pattern!r} in the output:\n{self.output}")
+
+    def terminate(self) -> float:
+        begin = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout=60)
+        elapsed = time.monotonic() - begin
+        time.sleep(0.2)  # let the reader thread take the last lines
+        return elapsed
+
+
+def _processes_with_state_dir(state_dir: Path) -> list[int]:
+    marker = f"TANDEM_STATE_DIR={state_dir}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def _log_in(base: str, username: str, password: str) -> str:
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    page = opener.open(base + "/accounts/login/", timeout=10)
+    assert page.status == 200
+    html = page.read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
+    data = urllib.parse.urlencode({"username": username, "password": password, "csrfmiddlewaretoken": token})
+    request = urllib.request.Request(  # noqa: S310 - loopback http only
+        base + "/accounts/login/", data=data.encode(), headers={"Referer": base + "/"}
+    )
+    landing = opener.open(request, timeout=10)
+    assert landing.status == 200
+    assert landing.url == base + "/", "login did not land on the overview"
+    return landing.read().decode()
+
+
+def test_standalone_serves_the_login_page_lets_the_admin_in_and_stops_cleanly(tmp_path):
+    state = tmp_path / "var"
+    first = Run(state, free_port())
+    try:
+        url = first.wait_for(r"Tandem is running at (http://127\.0\.0\.1:\d+)/").group(1)
+        user = first.wait_for(r"log in as: (\S+)").group(1)
+        password = first.wait_for(r"password:\s+(\S+)").group(1)
+        assert "admin admin: created" in first.output
+        assert user == "admin"
+        overview = _log_in(url, user, password)
+        assert "<h1>Overview</h1>" in overview or "Overview" in overview
+    finally:
+        elapsed = first.terminate()
+    assert first.proc.returncode == 0, first.output
+    assert elapsed < 10, f"stopping took {elapsed:.1f} s:\n{first.output}"
+    for name in ("web", "worker", "beat", "redis"):
+        assert f"tandem: stopped {name}" in first.output
+    assert _processes_with_state_dir(state) == [], "a child process outlived the runner"
+    secrets = state / "standalone.env"
+    assert secrets.stat().st_mode & 0o777 == 0o600
+    assert "SECRET_KEY=" in secrets.read_text() and "FIELD_ENCRYPTION_KEYS=" in secrets.read_text()
+
+    second = Run(state, free_port())
+    try:
+        second.wait_for(r"Tandem is running at")
+        assert "admin admin: unchanged" in second.output
+        assert second.wait_for(r"password:\s+(\S+)").group(1) == password
+    finally:
+        second.terminate()
+    assert second.proc.returncode == 0
+    assert _processes_with_state_dir(state) == []
+
+
+def test_standalone_refuses_a_port_in_use(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "-m", "standalone"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "TANDEM_STATE_DIR": str(tmp_path), "TANDEM_PORT": str(port)},
+        )
+    assert result.returncode == 2
+    assert f"port {port} on 127.0.0.1 is in use" in result.stdout
