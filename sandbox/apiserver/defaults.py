@@ -58,7 +58,11 @@ def apply_builtin_defaults(plural: str, obj: dict[str, Any]) -> None:
             port.setdefault("protocol", "TCP")
             port.setdefault("targetPort", port.get("port"))
     elif plural == "secrets":
-        obj.setdefault("type", "Opaque")
+        if not obj.get("type"):
+            obj["type"] = "Opaque"
     elif plural == "namespaces":
+        name = obj.get("metadata", {}).get("name")
+        if name:
+            obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = name
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         obj.setdefault("status", {}).setdefault("phase", "Active")

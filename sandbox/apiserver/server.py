@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sandbox.apiserver import discovery, openapi, table
+from sandbox.apiserver import discovery, openapi, protobuf, table
 from sandbox.apiserver import watch as watching
 from sandbox.apiserver.errors import ApiError, bad_request, method_not_allowed, unauthorized
 from sandbox.apiserver.objects import Api
@@ -166,14 +166,6 @@ class ApiServer:
         namespace = t.namespace or ""
         if rt.namespaced and t.namespace is None and verb not in ("list", "watch"):
             raise method_not_allowed()
-        if "protobuf" in request.headers.get("Content-Type", ""):
-            raise ApiError(
-                415,
-                "UnsupportedMediaType",
-                "the body of the request was in an unknown format - accepted media types include: "
-                "application/json, application/yaml",
-                details={},
-            )
         manager = q.get("fieldManager") or manager_from_user_agent(request.headers.get("User-Agent"))
         dry_run = q.get("dryRun") == "All"
         strict = q.get("fieldValidation") == "Strict"
@@ -245,6 +237,17 @@ class ApiServer:
     # -- verbs --------------------------------------------------------------------------------
     async def _body(self, request: web.Request) -> dict[str, Any]:
         raw = await request.read()
+        if "protobuf" in request.headers.get("Content-Type", ""):
+            try:
+                return protobuf.decode(raw)
+            except protobuf.ProtobufError as exc:
+                raise ApiError(
+                    415,
+                    "UnsupportedMediaType",
+                    f"the body of the request was in an unknown format - accepted media types include: "
+                    f"application/json, application/yaml ({exc}; apply a manifest instead)",
+                    details={},
+                ) from exc
         try:
             body = json.loads(raw or b"{}")
         except ValueError:

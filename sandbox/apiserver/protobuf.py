@@ -1,0 +1,129 @@
+"""Decoding of the protobuf bodies kubectl's imperative generators send, for the simple kinds.
+
+`kubectl create namespace|configmap|secret|serviceaccount` encode their object as
+`application/vnd.kubernetes.protobuf`: the magic `k8s\\0`, then a `runtime.Unknown` message
+(1: TypeMeta{1: apiVersion, 2: kind}, 2: raw object bytes). Only the fields those commands set
+are decoded (ObjectMeta name/generateName/namespace/labels/annotations, ConfigMap and Secret
+data). Other kinds answer 415 and kubectl users apply a manifest instead.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+MAGIC = b"k8s\x00"
+Field = tuple[int, int, Any]  # number, wire type, value (int or bytes)
+
+
+class ProtobufError(ValueError):
+    pass
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data):
+            raise ProtobufError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+
+
+def fields(data: bytes) -> Iterator[Field]:
+    pos = 0
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+            yield number, wire, value
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            yield number, wire, data[pos : pos + length]
+            pos += length
+        elif wire == 1:
+            yield number, wire, data[pos : pos + 8]
+            pos += 8
+        elif wire == 5:
+            yield number, wire, data[pos : pos + 4]
+            pos += 4
+        else:
+            raise ProtobufError(f"unsupported wire type {wire}")
+
+
+def _map_entry(data: bytes, as_bytes: bool = False) -> tuple[str, Any]:
+    key, value = "", b"" if as_bytes else ""
+    for number, _, raw in fields(data):
+        if number == 1:
+            key = raw.decode()
+        elif number == 2:
+            value = raw if as_bytes else raw.decode()
+    return key, value
+
+
+def _object_meta(data: bytes) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    names = {1: "name", 2: "generateName", 3: "namespace"}
+    for number, _, raw in fields(data):
+        if number in names and raw:
+            meta[names[number]] = raw.decode()
+        elif number in (11, 12):
+            key, value = _map_entry(raw)
+            meta.setdefault("labels" if number == 11 else "annotations", {})[key] = value
+    return meta
+
+
+def _decode_object(kind: str, raw: bytes) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for number, wire, value in fields(raw):
+        if number == 1:
+            obj["metadata"] = _object_meta(value)
+        elif kind == "ConfigMap" and number in (2, 3):
+            key, item = _map_entry(value, as_bytes=number == 3)
+            if number == 2:
+                obj.setdefault("data", {})[key] = item
+            else:
+                obj.setdefault("binaryData", {})[key] = base64.b64encode(item).decode()
+        elif kind == "ConfigMap" and number == 4 and wire == 0:
+            obj["immutable"] = bool(value)
+        elif kind == "Secret" and number == 2:
+            key, item = _map_entry(value, as_bytes=True)
+            obj.setdefault("data", {})[key] = base64.b64encode(item).decode()
+        elif kind == "Secret" and number == 3:
+            obj["type"] = value.decode()
+        elif kind == "Secret" and number == 4:
+            key, item = _map_entry(value)
+            obj.setdefault("stringData", {})[key] = item
+        elif kind == "ServiceAccount" and number == 4 and wire == 0:
+            obj["automountServiceAccountToken"] = bool(value)
+    return obj
+
+
+SUPPORTED = ("Namespace", "ConfigMap", "Secret", "ServiceAccount")
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    """The JSON form of a protobuf-encoded object, for the kinds in `SUPPORTED`."""
+    if not body.startswith(MAGIC):
+        raise ProtobufError("missing the k8s protobuf magic prefix")
+    api_version = kind = ""
+    raw = b""
+    for number, _, value in fields(body[len(MAGIC) :]):
+        if number == 1:
+            for sub, _, text in fields(value):
+                if sub == 1:
+                    api_version = text.decode()
+                elif sub == 2:
+                    kind = text.decode()
+        elif number == 2:
+            raw = value
+    if kind not in SUPPORTED:
+        raise ProtobufError(
+            f"protobuf bodies are decoded for {', '.join(SUPPORTED)} only, not {kind or 'this kind'}"
+        )
+    return {"apiVersion": api_version, "kind": kind, **_decode_object(kind, raw)}
