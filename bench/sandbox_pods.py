@@ -185,25 +185,37 @@ async def measure(info: dict, pid: int, count: int, seconds: float, clients: int
             f"{request_cpu * 1000:.1f} ms → ~{1 / request_cpu:.0f} req/s per fully available core",
         )
     )
-    target = max(1.0, round(rate * 0.8))
-    report = await run_load(
-        router,
-        MODEL,
-        rate=target,
-        duration=seconds,
-        shared_prefix_fraction=0.5,
-        prefix_tokens=512,
-        prompt_tokens=128,
-        max_tokens=16,
-        request_timeout=30,
-    )
-    rows.append(
-        (
-            f"router, open loop at {target:g} req/s, {seconds:g}s (streaming)",
-            f"{report.achieved_rps:.0f} req/s achieved, {report.failed} failed, TTFT p50/p95 "
-            f"{report.ttft_ms.p50:.0f}/{report.ttft_ms.p95:.0f} ms, ITL p50/p95 "
-            f"{report.itl_ms.p50:.1f}/{report.itl_ms.p95:.1f} ms",
+    sustained = 0.0
+    for fraction in (0.8, 0.5, 0.3):
+        target = max(1.0, round(rate * fraction))
+        cpu_before = cpu_seconds(pid)
+        report = await run_load(
+            router,
+            MODEL,
+            rate=target,
+            duration=seconds,
+            shared_prefix_fraction=0.5,
+            prefix_tokens=512,
+            prompt_tokens=128,
+            max_tokens=16,
+            request_timeout=30,
         )
+        stream_cpu = (cpu_seconds(pid) - cpu_before) / max(1, report.succeeded)
+        rows.append(
+            (
+                f"router, open loop at {target:g} req/s, {seconds:g}s (streaming)",
+                f"{report.achieved_rps:.0f} req/s achieved, {report.failed} failed, TTFT p50/p95 "
+                f"{report.ttft_ms.p50:.0f}/{report.ttft_ms.p95:.0f} ms, ITL p50/p95 "
+                f"{report.itl_ms.p50:.1f}/{report.itl_ms.p95:.1f} ms, "
+                f"sandbox CPU {stream_cpu * 1000:.1f} ms/req",
+            )
+        )
+        # Sustained: the generator keeps its schedule (>= 95 %) with no failures and TTFT p95 under 1 s.
+        if report.failed == 0 and report.achieved_rps >= 0.95 * target and report.ttft_ms.p95 < 1000:
+            sustained = target
+            break
+    rows.append(
+        ("router, sustained open-loop rate (streaming)", f"{sustained:g} req/s" if sustained else "none")
     )
     after_traffic = rss_bytes(pid)
     rows.append(
