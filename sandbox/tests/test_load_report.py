@@ -7,9 +7,10 @@ import contextlib
 import io
 import json
 
+from sandbox import cli as sandbox_cli
 from sandbox.engine.faults import Fault
 from sandbox.engine.testing import PDStack
-from sandbox.load import cli, run_load
+from sandbox.load import run_load
 
 FAST = {"SANDBOX_TIME_SCALE": "0.1"}
 
@@ -65,6 +66,7 @@ async def test_an_unreachable_slo_and_errors_are_reported():
 async def test_load_cli_prints_json():
     async with PDStack(env=FAST) as stack:
         argv = [
+            "load",
             "--url",
             stack.router_url,
             "--model",
@@ -85,7 +87,7 @@ async def test_load_cli_prints_json():
 
         def run() -> int:
             with contextlib.redirect_stdout(out):
-                return cli.main(argv)
+                return sandbox_cli.main(argv)  # through `python -m sandbox load`
 
         assert await asyncio.to_thread(run) == 0
     report = json.loads(out.getvalue())

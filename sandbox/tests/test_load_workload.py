@@ -64,3 +64,44 @@ def test_quantiles_interpolate_between_ranks():
     assert quantile([], 0.5) == 0.0
     q = Quantiles.of([3.0, 1.0, 2.0])
     assert (q.p50, q.mean, q.max, q.count) == (2.0, 2.0, 3.0, 3)
+
+
+def test_load_and_fault_subcommands_register_on_a_parent_parser():
+    import argparse
+
+    from sandbox.engine.cli import add_fault_subcommand
+    from sandbox.load.cli import add_load_subcommand
+
+    parser = argparse.ArgumentParser(prog="python -m sandbox")
+    commands = parser.add_subparsers(dest="command")
+    add_load_subcommand(commands)
+    add_fault_subcommand(commands)
+    load = parser.parse_args(
+        [
+            "load",
+            "--url",
+            "http://127.0.0.1:1",
+            "--model",
+            "m",
+            "--rate",
+            "2",
+            "--duration",
+            "3",
+            "--pattern",
+            "diurnal",
+            "--shared-prefix-fraction",
+            "0.6",
+            "--json",
+        ]
+    )
+    assert (load.command, load.pattern, load.shared_prefix_fraction, load.json) == (
+        "load",
+        "diurnal",
+        0.6,
+        True,
+    )
+    fault = parser.parse_args(
+        ["fault", "--pod-ip", "127.0.5.2", "--kind", "link_down", "--peer", "prefill-0"]
+    )
+    assert (fault.kind, fault.peer, fault.port) == ("link_down", "prefill-0", 8000)
+    assert callable(load.func) and callable(fault.func)
