@@ -52,3 +52,10 @@ def test_a_server_whose_database_and_redis_are_down_stays_alive_and_says_so():
         assert "database unreachable" in payload["message"]
         assert "redis unreachable" in payload["message"]
         assert http_get(base + "/healthz")[0] == 200
+
+
+def test_probes_by_pod_ip_are_answered_although_the_ip_is_not_an_allowed_host(client, settings):
+    settings.ALLOWED_HOSTS = ["tandem.example.com"]
+    assert client.get("/healthz", HTTP_HOST="10.244.1.17:8000").status_code == 200
+    assert client.get("/readyz", HTTP_HOST="10.244.1.17:8000").status_code == 200
+    assert client.get("/accounts/login/", HTTP_HOST="10.244.1.17:8000").status_code == 400
