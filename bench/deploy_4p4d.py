@@ -73,6 +73,11 @@ def main() -> int:
             spec = preset_spec("deepseek-ascend-mooncake", name=f"bench-{run}", namespace=f"bench-{run}")
             spec["roles"]["prefill"]["replicas"] = 4
             spec["roles"]["decode"]["replicas"] = 4
+            spec["rebalancing"] = {
+                "prefill": {"min": 1, "max": 7},
+                "decode": {"min": 1, "max": 7},
+                "accelerator_budget": 32,
+            }
             topology = topology_create(cluster=cluster, spec=spec, actor=None)
             started = time.perf_counter()
             deployment = deployment_start(topology=topology, actor=None, source_ip=None)
