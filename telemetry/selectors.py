@@ -246,6 +246,37 @@ def overview_rows() -> list[OverviewRow]:
     return rows
 
 
+class ClusterRow(TypedDict):
+    cluster_id: int
+    name: str
+    health_state: str  # the cluster's own health (clusters app): healthy | degraded | unreachable | unknown
+    topologies: int
+    problems: int  # topologies that are down, stale or degraded
+
+
+def overview_clusters(rows: list[OverviewRow] | None = None) -> list[ClusterRow]:
+    """Every registered cluster (also those without topologies), clusters with problems first."""
+    from clusters.models import Cluster
+
+    rows = overview_rows() if rows is None else rows
+    counts: dict[int, list[int]] = {}
+    for row in rows:
+        count = counts.setdefault(row["cluster_id"], [0, 0])
+        count[0] += 1
+        count[1] += row["deployed"] and row["health"]["state"] in ("down", "stale", "degraded")
+    clusters = [
+        ClusterRow(
+            cluster_id=cluster.pk,
+            name=cluster.name,
+            health_state=cluster.health_state,
+            topologies=counts.get(cluster.pk, [0, 0])[0],
+            problems=counts.get(cluster.pk, [0, 0])[1],
+        )
+        for cluster in Cluster.objects.order_by("name")
+    ]
+    return sorted(clusters, key=lambda c: (-c["problems"], c["health_state"] == "healthy", c["name"]))
+
+
 def overview_summaries() -> list[OverviewRow]:
     """Alias used by the overview websocket on connect."""
     return overview_rows()
