@@ -15,12 +15,14 @@ Environment: ``BENCH_DATABASE_URL`` (default: a temporary SQLite file, migrated 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -45,6 +47,15 @@ def configure(poll: float) -> None:
     call_command("migrate", verbosity=0)
 
 
+def phase_seconds(deployment: Any) -> dict[str, float]:
+    """Seconds spent in each state, from the deployment's step log (first step of each state)."""
+    firsts: dict[str, Any] = {}
+    for step in deployment.steps.all():
+        firsts.setdefault(step.state, step.time)
+    order = [s for s in ("queued", "preflight", "applying", "waiting", "succeeded") if s in firsts]
+    return {a: (firsts[b] - firsts[a]).total_seconds() for a, b in itertools.pairwise(order)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -67,6 +78,7 @@ def main() -> int:
     with SandboxCluster(nodes=4, accelerators=["huawei.com/ascend-1980=8"]) as sandbox:
         cluster = cluster_register(name="bench", server=sandbox.server, token=sandbox.token)
         times: list[float] = []
+        breakdown: dict[str, list[float]] = {}
         print(f"4P/4D DeepSeek Ascend + Mooncake on a sandbox of 4 nodes × 8 NPUs; poll {args.poll}s")
         print(f"{'run':>3}  {'deploy→Ready (s)':>16}  {'pods':>5}  state")
         for run in range(1, args.runs + 1):
@@ -84,6 +96,9 @@ def main() -> int:
             runner.run(deployment.pk, worker="bench")
             elapsed = time.perf_counter() - started
             deployment.refresh_from_db()
+            phases = phase_seconds(deployment)
+            for name, seconds in phases.items():
+                breakdown.setdefault(name, []).append(seconds)
             print(
                 f"{run:>3}  {elapsed:>16.2f}  "
                 f"{deployment.pods_ready:>2}/{deployment.pods_total:<2}  {deployment.state}"
@@ -95,6 +110,11 @@ def main() -> int:
             topology.refresh_from_db()
             removal = deployment_start(topology=topology, kind=Kind.DELETE, actor=None, source_ip=None)
             runner.run(removal.pk, worker="bench")
+        if breakdown:
+            print(
+                "median per phase: "
+                + ", ".join(f"{k} {statistics.median(v):.2f} s" for k, v in breakdown.items())
+            )
         if times:
             print(
                 f"median deploy→all pods Ready: {statistics.median(times):.2f} s over {len(times)} runs "
