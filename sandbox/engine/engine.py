@@ -55,6 +55,7 @@ class SimEngine:
         self.inflight = 0
         self._next_id = 0
         self.api_key = api_key(spec)
+        self.on_role_change: Callable[[str, str], None] | None = None
         self._stats_logged = (time.monotonic(), 0, 0)
         self.scheduler = Scheduler(
             cfg, self.stats, self.cache, self._pull, self._after_lookup, self._after_prefill
@@ -241,7 +242,10 @@ class SimEngine:
         seconds = self.cfg.transfer_seconds(
             num_bytes, slow.factor if slow else 1.0, slow.delay_ms if slow else 0.0
         )
-        await asyncio.sleep(seconds * self.cfg.time_scale)
+        # One link moves one KV cache at a time: concurrent pulls queue behind each other.
+        now = time.monotonic()
+        link.busy_until = max(now, link.busy_until) + seconds * self.cfg.time_scale
+        await asyncio.sleep(link.busy_until - now)
         elapsed = time.monotonic() - started
         link.record_success(elapsed, num_bytes)
         serve = peer.links.get(self.name)
@@ -387,6 +391,8 @@ class SimEngine:
             }
         previous = self.role
         self.role = role
+        if self.on_role_change is not None:
+            self.on_role_change(self.pod_key, role)
         self.scheduler.drop_all_held()
         self.log(f"switch_role: {previous} -> {role}", source="llm_datadist")
         return 200, {"ret": L.LLM_SUCCESS, "role": role, "previous_role": previous}

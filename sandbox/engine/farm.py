@@ -14,7 +14,7 @@ import asyncio
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
@@ -39,6 +39,9 @@ class EngineFarm:
         self._old_logs: OrderedDict[str, list[str]] = OrderedDict()
         self._runner: web.AppRunner | None = None
         self._closing: set[asyncio.Task[None]] = set()
+        # Called with (pod_key, new_role) when an engine switches role in place (POST /kv/switch_role),
+        # e.g. for the kubelet to relabel the pod.
+        self.on_role_change: Callable[[str, str], None] | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
     async def _ensure_runner(self) -> web.AppRunner:
@@ -66,6 +69,7 @@ class EngineFarm:
         if spec.mooncake_master:
             store = self._stores.setdefault(spec.mooncake_master, PrefixCache(STORE_BLOCKS))
         engine = SimEngine(pod_key, ip, spec.port, spec, dict(labels), cfg, self.lookup, store)
+        engine.on_role_change = self._role_changed
         site = web.TCPSite(runner, ip, spec.port, reuse_address=True, backlog=1024)
         try:
             await site.start()
@@ -162,6 +166,10 @@ class EngineFarm:
         return None
 
     # --- internals ----------------------------------------------------------------------------
+    def _role_changed(self, pod_key: str, role: str) -> None:
+        if self.on_role_change is not None:
+            self.on_role_change(pod_key, role)
+
     def _resolve(self, request: web.Request) -> SimEngine | None:
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
         if not sockname:

@@ -56,6 +56,7 @@ class Link:
     last_transfer_at: float | None = None
     last_failure_at: float | None = None
     last_error: str | None = None
+    busy_until: float = 0.0  # monotonic time the link finishes its queued transfers
 
     @property
     def usable(self) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -150,3 +152,34 @@ async def test_a_slow_link_stretches_transfers_but_keeps_the_link_up():
         assert link["status"] == "LLM_SUCCESS"
         assert (link["transfers"], link["failures"]) == (2, 0)
         assert link["xfer_seconds_max"] >= 0.1 > fast
+
+
+async def test_concurrent_pulls_queue_on_one_link():
+    # 2000 tokens x 114688 B at 1 GB/s = 0.23 s per transfer: eight at once take ~1.8 s for the last.
+    env = {"SANDBOX_TIME_SCALE": "0.25", "SANDBOX_KV_BANDWIDTH_GBPS": "1"}
+    async with PDStack(env=env) as stack, aiohttp.ClientSession() as session:
+        body = {"model": "sim-model", "prompt": "kv " * 2000, "max_tokens": 1}
+
+        async def one() -> None:
+            async with session.post(f"{stack.router_url}/v1/completions", json=body) as response:
+                assert response.status == 200
+
+        await one()
+        _, table = await _call(session, "GET", f"{stack.url('decode-0-0')}/kv/links")
+        single = table["links"][0]["xfer_seconds_max"]
+        await asyncio.gather(*(one() for _ in range(8)))
+        _, table = await _call(session, "GET", f"{stack.url('decode-0-0')}/kv/links")
+        [link] = table["links"]
+        assert link["transfers"] == 9
+        assert link["xfer_seconds_max"] > 3 * single
+
+
+async def test_switching_role_notifies_the_farm():
+    async with PDStack(env=FAST) as stack, aiohttp.ClientSession() as session:
+        changes: list[tuple[str, str]] = []
+        stack.farm.on_role_change = lambda pod, role: changes.append((pod, role))
+        status, _ = await _call(
+            session, "POST", f"{stack.url('prefill-0-0')}/kv/switch_role", {"role": "decode"}
+        )
+        assert status == 200
+        assert changes == [("sim/prefill-0-0", "decode")]
