@@ -20,6 +20,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 
 import aiohttp
+from yarl import URL
 
 from telemetry.assemble import PodResult, PodTarget
 from telemetry.links import normalize_table
@@ -50,8 +51,14 @@ def _describe(exc: BaseException, url: str, timeout_s: float) -> str:
     return f"{url}: {exc.__class__.__name__}"
 
 
+_timeouts: dict[float, aiohttp.ClientTimeout] = {}
+
+
 async def _get_text(session: aiohttp.ClientSession, url: str, timeout_s: float) -> tuple[int, str]:
-    async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
+    timeout = _timeouts.get(timeout_s)
+    if timeout is None:
+        timeout = _timeouts[timeout_s] = aiohttp.ClientTimeout(total=timeout_s)
+    async with session.get(URL(url, encoded=True), timeout=timeout) as response:
         body = await response.content.read(MAX_BODY_BYTES)
         return response.status, body.decode("utf-8", errors="replace")
 
