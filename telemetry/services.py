@@ -90,7 +90,7 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         )
     except (kube.KubeError, OSError, ValueError) as exc:
         message = exc.message if isinstance(exc, kube.KubeError) else str(exc)
-        logger.warning("telemetry: topology %s: cannot list pods: %s", topology_id, message)
+        logger.debug("telemetry: topology %s: cannot list pods: %s", topology_id, message)
         snapshot = empty_snapshot(topology_id, now, interval, f"cannot list the pods: {message}")
         snapshot["health"]["state"] = "down"
         telemetry_store(topology=topology, snapshot=snapshot, actions={})
