@@ -1,15 +1,14 @@
-"""Deterministic tokens: the same text always gives the same token ids, in every process.
+"""Deterministic tokens: the same text always gives the same tokens and block hashes, in every process.
 
 Words (whitespace-separated) are cut into chunks of at most four characters; each chunk is one
-token whose id is its CRC-32. Block hashes chain like vLLM's prefix cache: a block's hash covers
-its tokens and every block before it, so equal hashes mean equal prefixes.
+token. Block hashes chain like vLLM's prefix cache (BLAKE2b, 64 bits): a block's hash covers its
+tokens and every block before it, so equal hashes mean equal prefixes.
 """
 
 from __future__ import annotations
 
-import zlib
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from functools import lru_cache
 from typing import Any
 
 CHUNK = 4
@@ -20,35 +19,34 @@ _FILLER = (
 )  # fmt: skip
 
 
-@lru_cache(maxsize=65536)
-def _word_ids(word: str) -> tuple[int, ...]:
-    return tuple(zlib.crc32(word[start : start + CHUNK].encode()) for start in range(0, len(word), CHUNK))
-
-
-def tokenize(text: str, limit: int | None = None) -> list[int]:
-    """Token ids of `text` (only the first ~`limit` tokens when given)."""
-    ids: list[int] = []
+def tokenize(text: str, limit: int | None = None) -> list[str]:
+    """The tokens of `text` (only the first ~`limit` when given)."""
+    tokens: list[str] = []
     for word in text.split():
-        ids.extend(_word_ids(word))
-        if limit is not None and len(ids) >= limit:
+        if len(word) <= CHUNK:
+            tokens.append(word)
+        else:
+            tokens.extend([word[start : start + CHUNK] for start in range(0, len(word), CHUNK)])
+        if limit is not None and len(tokens) >= limit:
             break
-    return ids
+    return tokens
 
 
 def count_tokens(text: str) -> int:
     return sum((len(word) + CHUNK - 1) // CHUNK for word in text.split())
 
 
-def block_hashes(tokens: Sequence[int], block_size: int, limit: int | None = None) -> list[int]:
-    """Chained hashes of the full blocks of `tokens` (at most `limit` blocks)."""
+def block_hashes(tokens: Sequence[str], block_size: int, limit: int | None = None) -> list[int]:
+    """Chained 64-bit hashes of the full blocks of `tokens` (at most `limit` blocks)."""
     hashes: list[int] = []
-    parent = 0
+    parent = b""
     full = len(tokens) // block_size
     if limit is not None:
         full = min(full, limit)
     for index in range(full):
-        parent = hash((parent, *tokens[index * block_size : (index + 1) * block_size]))
-        hashes.append(parent)
+        block = "\x1f".join(tokens[index * block_size : (index + 1) * block_size]).encode()
+        parent = hashlib.blake2b(parent + block, digest_size=8).digest()
+        hashes.append(int.from_bytes(parent, "big"))
     return hashes
 
 
