@@ -183,3 +183,24 @@ async def test_switching_role_notifies_the_farm():
         )
         assert status == 200
         assert changes == [("sim/prefill-0-0", "decode")]
+
+
+async def test_mindie_fails_requests_over_a_dead_link_instead_of_recomputing():
+    env = {"SANDBOX_TIME_SCALE": "0.1", "SANDBOX_KV_TIMEOUT_MS": "200"}
+    async with (
+        PDStack(engine="mindie", env=env, retry_attempts=0) as stack,
+        aiohttp.ClientSession() as session,
+    ):
+        decode = stack.url("decode-0-0")
+        await _call(session, "POST", f"{decode}/sandbox/faults", {"kind": "link_down"})
+        body = {"model": "sim-model", "prompt": "datadist " * 64, "max_tokens": 2}
+        async with session.post(f"{stack.router_url}/v1/completions", json=body) as response:
+            assert response.status == 502
+            assert (await response.json())["error"]["type"] == "decode_error"
+        _, table = await _call(session, "GET", f"{decode}/kv/links")
+        assert table["kv_connector"] == "llm-datadist"
+        assert table["links"][0]["status"] == "LLM_LINK_FAILED"
+        assert table["links"][0]["failures"] == 1
+        async with session.get(f"{decode}/metrics") as response:
+            text = await response.text()
+        assert 'request_failed_total{model_name="sim-model"} 1.0' in text
