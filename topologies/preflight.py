@@ -76,6 +76,8 @@ class ClusterFacts:
     services: tuple[ObjectFacts, ...] = ()
     # Accelerators this topology's own running pods hold, per node (free again when it redeploys).
     own_in_use: dict[str, dict[str, int]] = field(default_factory=dict)
+    # (verb, API group, resource) the cluster's last access review denied to Tandem.
+    denied: frozenset[tuple[str, str, str]] = frozenset()
 
 
 def run_preflight(
@@ -98,6 +100,7 @@ def run_preflight(
     findings += check_namespace(spec, facts)
     findings += check_conflicts(spec, facts, topology_id)
     findings += check_ports(spec)
+    findings += check_permissions(spec, facts)
     return sorted(findings, key=lambda f: (f.level != ERROR, f.field, f.code))
 
 
@@ -326,14 +329,16 @@ def check_namespace(spec: TopologySpec, facts: ClusterFacts) -> list[Finding]:
     ]
 
 
-def rendered_keys(spec: TopologySpec) -> list[tuple[str, str, str]]:
-    """(kind, namespace, name) of every object the spec renders (ids do not change names)."""
+def render_objects(spec: TopologySpec) -> list[dict[str, Any]]:
+    """The objects the spec renders (names and kinds do not depend on ids)."""
     from topologies.render import render
 
-    return [
-        (o["kind"], o["metadata"]["namespace"], o["metadata"]["name"])
-        for o in render(spec, topology_id=0, revision=0)
-    ]
+    return render(spec, topology_id=0, revision=0)
+
+
+def rendered_keys(spec: TopologySpec) -> list[tuple[str, str, str]]:
+    """(kind, namespace, name) of every object the spec renders."""
+    return [(o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]) for o in render_objects(spec)]
 
 
 def check_conflicts(spec: TopologySpec, facts: ClusterFacts, topology_id: int | None) -> list[Finding]:
@@ -398,4 +403,30 @@ def check_ports(spec: TopologySpec) -> list[Finding]:
                 )
             else:
                 by_port[number] = name
+    return out
+
+
+def check_permissions(spec: TopologySpec, facts: ClusterFacts) -> list[Finding]:
+    """Kinds the spec renders that Tandem may not create or change (per the last cluster check)."""
+    out: list[Finding] = []
+    seen: set[str] = set()
+    for obj in render_objects(spec):
+        api_version, kind = obj["apiVersion"], obj["kind"]
+        group = api_version.split("/")[0] if "/" in api_version else ""
+        resource = kind.lower() + "s"
+        verbs = [v for v in ("create", "patch") if (v, group, resource) in facts.denied]
+        if not verbs or resource in seen:
+            continue
+        seen.add(resource)
+        where = f"{resource}.{group}" if group else resource
+        out.append(
+            Finding(
+                ERROR,
+                "permission_denied",
+                "backend",
+                f"Tandem may not {' or '.join(verbs)} {where} on this cluster (as of the last cluster check)",
+                f"grant Tandem's service account {', '.join(verbs)} on {where} "
+                "(a Role or ClusterRole binding), then run the cluster check again",
+            )
+        )
     return out

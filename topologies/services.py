@@ -256,7 +256,13 @@ def cluster_facts(*, cluster: Cluster, spec: TopologySpec, topology: Topology | 
     except (kube.KubeError, KubeconfigError, DomainError) as error:
         logger.info("preflight could not read cluster %s: %s", cluster.name, error)
         return ClusterFacts(reachable=False, error=str(getattr(error, "message", error)))
+    denied = frozenset(
+        (str(p.get("verb", "")), str(p.get("group", "")), str(p.get("resource", "")))
+        for p in cluster.permissions or []
+        if isinstance(p, dict) and not p.get("allowed", True)
+    )
     return ClusterFacts(
+        denied=denied,
         crds=crds,
         nodes=nodes,
         namespace_exists=namespace_exists,

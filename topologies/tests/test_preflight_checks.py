@@ -209,3 +209,17 @@ def test_errors_sort_before_warnings() -> None:
     spec = spec_of("qwen-gpu-nixl")
     findings = run_preflight(spec, ClusterFacts(nodes=_nodes(GPU, 4), namespace_exists=False))
     assert [f.level for f in findings] == ["error", "warning"]
+
+
+def test_denied_permissions_from_last_cluster_check_block() -> None:
+    denied = frozenset(
+        {("create", "workload.serving.volcano.sh", "modelservings"), ("patch", "", "services")}
+    )
+    facts = ClusterFacts(crds=KTHENA, nodes=_nodes(GPU, 4), denied=denied)
+    findings = run_preflight(spec_of("qwen-gpu-nixl"), facts)
+    assert [f.code for f in findings] == ["permission_denied"]
+    assert "may not create modelservings.workload.serving.volcano.sh" in findings[0].message
+    plain = run_preflight(
+        spec_of("qwen-gpu-nixl", backend="deployments"), ClusterFacts(nodes=_nodes(GPU, 4), denied=denied)
+    )
+    assert [f.message.split(" on this")[0] for f in plain] == ["Tandem may not patch services"]
