@@ -145,6 +145,10 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     if fault is not None:
         if fault.kind == "http_401":
             return _json({"error": "Unauthorized"}, 401)
+        if fault.kind == "http_429":
+            response = _json(error_body(429, "Rate limit reached; retry later.", "RateLimitError"), 429)
+            response.headers["Retry-After"] = "1"
+            return response
         if fault.kind == "non_json":
             return web.Response(text=_NON_JSON_BODY, status=200, content_type="text/html")
         return _json(

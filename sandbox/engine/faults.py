@@ -6,6 +6,7 @@ Body: {"kind": KIND, ...options}. Kinds and options:
 - `link_slow` {peer?, factor=10, delay_ms=0}: transfers take `factor` × longer plus `delay_ms`.
 - `http_5xx` {status=503}: inference endpoints answer that status with an error body.
 - `http_401`: inference endpoints answer 401 Unauthorized.
+- `http_429`: inference endpoints answer 429 rate-limited (with `Retry-After`).
 - `non_json`: inference endpoints answer 200 with an HTML body (a proxy error page).
 - `slow` {delay_ms=1000, target="inference"|"metrics"|"all"}: responses are delayed.
 - `crash`: the engine dies (its port closes); the kubelet sees it and restarts the pod.
@@ -18,8 +19,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("link_down", "link_slow", "http_5xx", "http_401", "non_json", "slow", "crash")
-HTTP_KINDS = ("http_5xx", "http_401", "non_json")
+KINDS = ("link_down", "link_slow", "http_5xx", "http_401", "http_429", "non_json", "slow", "crash")
+HTTP_KINDS = ("http_5xx", "http_401", "http_429", "non_json")
 TARGETS = ("inference", "metrics", "all")
 
 

@@ -75,11 +75,12 @@ class RouteError(Exception):
 class Passthrough(Exception):
     """An upstream client error (4xx) relayed as is: retrying would not help."""
 
-    def __init__(self, status: int, body: bytes, content_type: str) -> None:
+    def __init__(self, status: int, body: bytes, content_type: str, retry_after: str | None = None) -> None:
         super().__init__(status)
         self.status = status
         self.body = body
         self.content_type = content_type
+        self.retry_after = retry_after
 
 
 def _forwarded(request: web.Request) -> dict[str, str]:
@@ -192,7 +193,10 @@ class RouterFarm:
             return self._error_response(exc, holder)
         except Passthrough as exc:
             status, error = exc.status, f"upstream_{exc.status}"
-            return web.Response(body=exc.body, status=exc.status, content_type=exc.content_type)
+            response = web.Response(body=exc.body, status=exc.status, content_type=exc.content_type)
+            if exc.retry_after:
+                response.headers["Retry-After"] = exc.retry_after
+            return response
         except TimeoutError:
             status, error = 504, "timeout"
             message = f"no answer from the P/D pods within {router.spec.timeout_seconds:g}s (route timeout)"
@@ -364,6 +368,8 @@ class RouterFarm:
     @staticmethod
     async def _upstream_error(upstream: aiohttp.ClientResponse, error_type: str, pod: str) -> None:
         data = await upstream.read()
-        if upstream.status in (400, 401, 403, 404, 422):
-            raise Passthrough(upstream.status, data, upstream.content_type)
+        if upstream.status in (400, 401, 403, 404, 422, 429):
+            raise Passthrough(
+                upstream.status, data, upstream.content_type, upstream.headers.get("Retry-After")
+            )
         raise RouteError(502, error_type, f"{pod} answered HTTP {upstream.status}", pod)

@@ -46,6 +46,11 @@ async def test_http_faults_break_inference_but_not_health():
                 assert response.status == 401
             async with session.delete(f"{url}/sandbox/faults") as response:
                 assert (await response.json())["removed"] == 1
+            await _inject(session, url, {"kind": "http_429", "count": 1})
+            async with session.post(f"{url}/v1/chat/completions", json=BODY) as response:
+                assert response.status == 429
+                assert response.headers["Retry-After"] == "1"
+                assert (await response.json())["error"]["type"] == "RateLimitError"
             await _inject(session, url, {"kind": "non_json"})
             async with session.post(f"{url}/v1/chat/completions", json=BODY) as response:
                 assert response.status == 200

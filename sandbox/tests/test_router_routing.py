@@ -124,6 +124,10 @@ async def test_client_errors_pass_through_and_unknown_models_are_404():
             f"{stack.router_url}/v1/chat/completions", json={**_chat("x"), "model": "nope"}
         ) as r:
             assert r.status == 404
+        await session.post(f"{stack.url('decode-0-0')}/sandbox/faults", json={"kind": "http_429", "count": 1})
+        async with session.post(f"{stack.router_url}/v1/chat/completions", json=_chat("x")) as r:
+            assert r.status == 429
+            assert r.headers["Retry-After"] == "1"
         await session.post(f"{stack.url('decode-0-0')}/sandbox/faults", json={"kind": "http_401"})
         async with session.post(f"{stack.router_url}/v1/chat/completions", json=_chat("x")) as r:
             assert r.status == 401
