@@ -212,9 +212,9 @@ def diagnose(
                     if match:
                         image = match.group(1)
                         break
-            repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
+            tag = image.rpartition(":")[2] if ":" in image.split("/")[-1] else ""
             what = f"`{image}`" if image else "the container image"
-            tag_text = f" (tag `{tag}` of `{repo}`)" if tag else ""
+            tag_text = f" (tag `{tag}`)" if tag else ""
             add(
                 _Found(
                     "image_pull",

@@ -107,6 +107,16 @@ class Deployment(models.Model):
         return self.state in ACTIVE_STATES
 
     @property
+    def duration_text(self) -> str:
+        """How long it ran, for people: "42 s", "3 min 5 s"."""
+        if self.started is None or self.finished is None:
+            return ""
+        seconds = max(0, round((self.finished - self.started).total_seconds()))
+        if seconds < 60:
+            return f"{seconds} s"
+        return f"{seconds // 60} min {seconds % 60} s"
+
+    @property
     def progress_percent(self) -> int:
         if self.state in FINAL_STATES:
             return 100

@@ -438,8 +438,8 @@ def _rollback(job: Job, target: Any, *, reason: str) -> None:
             _prune(job, conn, topology.pk, list(failed.manifests), manifests)
         job.move(
             State.ROLLED_BACK,
-            f"Rolled back: revision {target.number} is running again (revision "
-            f"{deployment.revision_number} failed: {reason})",
+            f"Rolled back: revision {target.number} is running again; revision {deployment.revision_number} "
+            "failed (see the diagnosis)",
         )
         return
     job.move(

@@ -76,7 +76,7 @@ def test_image_pull_backoff_names_image_and_tag():
     [found] = diagnose(pods=pods, events=events)
     assert found["code"] == "image_pull"
     assert "`registry.example/vllm-ascend:v0.10-broken`" in found["message"]
-    assert "tag `v0.10-broken`" in found["message"]
+    assert "(tag `v0.10-broken`)" in found["message"]
     assert "decode" in found["message"]
     assert "registry" in found["fix"] and "credentials" in found["fix"]
 

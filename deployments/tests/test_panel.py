@@ -99,3 +99,9 @@ def test_topology_page_shows_the_deployments_panel(client, viewer, topology):
     client.force_login(viewer)
     page = client.get(f"/topologies/{topology.pk}/").content.decode()
     assert 'class="panel deploy-panel"' in page
+
+
+def test_quoted_names_show_as_code_and_html_is_escaped():
+    from deployments.templatetags.deployments_tags import ticks_to_code
+
+    assert ticks_to_code("image `a:b` <script>") == "image <code>a:b</code> &lt;script&gt;"

@@ -1,0 +1,78 @@
+"""An operator deploys from the topology page in a real Chromium: progress arrives over the websocket, the
+panel turns green; a broken revision then shows the diagnosis in words and the rollback. Screenshots go
+to var/screenshots/."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.support import celery_worker, subprocess_env, uvicorn_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {**browser_type_launch_args, "executable_path": "/usr/bin/chromium", "args": CHROMIUM_ARGS}
+
+
+def test_operator_deploys_and_sees_progress_diagnosis_and_rollback(page, operator, viewer, new_topology):
+    from topologies.services import topology_update
+
+    topology = new_topology()
+    env = subprocess_env(DEPLOY_POLL_SECONDS="0.5", DEPLOY_FAIL_FAST_SECONDS="2", LOG_LEVEL="warning")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1366, "height": 1000})
+    with uvicorn_server(env) as base, celery_worker(env, queues="deploy"):
+        page.goto(f"{base}/accounts/login/")
+        page.fill("#id_username", operator.username)
+        page.fill("#id_password", "correct-horse-battery")
+        page.click("button[type=submit]")
+        page.goto(f"{base}/topologies/{topology.pk}/")
+        assert "Not deployed yet" in page.inner_text("#deployments")
+
+        page.click("#deployments >> text=Deploy revision 1")
+        page.wait_for_selector("#deployments .deploy-current .state-succeeded", timeout=60_000)
+        page.wait_for_selector("#deployments .pods-table", timeout=10_000)  # the panel re-fetched at the end
+        panel = page.inner_text("#deployments")
+        assert "Running revision 1" in panel.replace("\n", " ")
+        assert "2/2 pods ready" in panel
+        assert page.locator("#deployments .pods-table tbody tr").count() == 2
+        page.screenshot(path=str(SHOTS / "deployments-succeeded.png"), full_page=True)
+
+        spec = dict(topology.spec)
+        spec["image"] = spec["image"] + "-broken"
+        topology_update(topology=topology, spec=spec, actor=operator, message="new engine build")
+        page.reload()
+        page.click("#deployments >> text=Deploy revision 2")
+        page.wait_for_selector("#deployments .deploy-current .state-rolled_back", timeout=60_000)
+        page.wait_for_selector("#deployments .deploy-current .diagnosis", timeout=10_000)
+        panel = page.inner_text("#deployments")
+        assert "cannot be pulled" in panel and "Fix:" in panel
+        assert "Tandem returned to revision 1, which is running again" in panel
+        page.screenshot(path=str(SHOTS / "deployments-rolled-back.png"), full_page=True)
+        page.locator("#deployments").screenshot(path=str(SHOTS / "deployments-panel-rolled-back.png"))
+
+        page.goto(f"{base}/accounts/login/")
+        page.context.clear_cookies()
+        page.goto(f"{base}/accounts/login/")
+        page.fill("#id_username", viewer.username)
+        page.fill("#id_password", "correct-horse-battery")
+        page.click("button[type=submit]")
+        page.goto(f"{base}/topologies/{topology.pk}/")
+        assert page.locator("#deployments >> text=Deploy revision").count() == 0
+        assert "cannot be pulled" in page.inner_text("#deployments")
