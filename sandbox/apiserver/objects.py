@@ -532,13 +532,15 @@ class Api:
     def write_status(
         self, rt: ResourceType, obj: dict[str, Any], status: dict[str, Any], manager: str
     ) -> dict[str, Any]:
-        """Set an object's status (no-op when unchanged)."""
-        current = self.find(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-        if current is None or current.get("status") == status:
-            return current or obj
-        new = copy.deepcopy(current)
-        new["status"] = status
-        return self._commit_update(rt, current, new, manager=manager, subresource="status")
+        """Set an object's status (no-op, and no copy, when unchanged)."""
+        namespace = obj["metadata"].get("namespace", "") if rt.namespaced else ""
+        stored = self.store.peek(rt.group, rt.plural, namespace, obj["metadata"]["name"])
+        if stored is None or stored.get("status") == status:
+            return obj
+        # _commit_update copies `stored` before changing anything.
+        return self._commit_update(
+            rt, stored, {"metadata": {}, "status": status}, manager=manager, subresource="status"
+        )
 
     def write(self, rt: ResourceType, obj: dict[str, Any], manager: str) -> dict[str, Any]:
         """Controller update of metadata/spec against the stored object (no rv precondition)."""

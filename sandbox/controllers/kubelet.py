@@ -29,7 +29,7 @@ from sandbox.engine.farm import EngineFarm
 from sandbox.engine.spec import EngineArgumentError, parse_engine_spec
 
 PROBE_INTERVAL = 0.5  # until Ready
-READY_PROBE_INTERVAL = 2.0  # once Ready (real probes run every periodSeconds, 10 s by default)
+READY_PROBE_INTERVAL = 5.0  # once Ready, unless the probe's periodSeconds is shorter (upstream default 10 s)
 UNHEALTHY_EVENT_SECONDS = 10.0
 
 
@@ -147,7 +147,8 @@ class Kubelet(Reconciler):
 
     # -- the pod worker -------------------------------------------------------------------------
     def _current(self, state: PodState) -> dict[str, Any]:
-        pod = self.api.find(self.rt("", "pods"), state.namespace, state.name)
+        """The stored pod, not copied: read it, never mutate it."""
+        pod = self.api.store.peek("", "pods", state.namespace, state.name)
         if pod is None or pod["metadata"]["uid"] != state.uid:
             raise asyncio.CancelledError
         return pod
@@ -322,7 +323,13 @@ class Kubelet(Reconciler):
             started = any(s.get("started") or "lastState" in s for s in state.statuses.values())
             self._write(state, pod, "Running" if started else "Pending")
             steady = state.engine_ready or (engine_name is None and not broken)
-            await self._sleep(state, READY_PROBE_INTERVAL if steady else PROBE_INTERVAL)
+            await self._sleep(state, self._period(pod, engine_name) if steady else PROBE_INTERVAL)
+
+    @staticmethod
+    def _period(pod: dict[str, Any], engine_name: str | None) -> float:
+        container = next((ct for ct in pod["spec"]["containers"] if ct["name"] == engine_name), {})
+        period = (container.get("readinessProbe") or {}).get("periodSeconds")
+        return min(READY_PROBE_INTERVAL, max(1.0, float(period))) if period else READY_PROBE_INTERVAL
 
     def _missing_volumes(self, pod: dict[str, Any]) -> list[tuple[str, str, str]]:
         namespace = pod["metadata"]["namespace"]

@@ -58,7 +58,7 @@ def test_sigterm_stops_the_sandbox_within_seconds_with_engines_running(tmp_path)
         code = cluster.stop()
         elapsed = time.monotonic() - started
     assert code == 0
-    assert elapsed < 5
+    assert elapsed < 8, f"stopping took {elapsed:.1f} s"
     assert "sandbox stopped" in cluster.output
     try:
         requests.get(f"{server}/version", timeout=1)
