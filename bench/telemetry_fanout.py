@@ -5,7 +5,7 @@ viewer's session cookie, publishes through the real channel layer (channels-redi
 collection task does, and prints delivery latency (publish → every client's receive) and the server's
 CPU and memory. Target: p99 < 250 ms at 500 clients and 1 update/s.
 
-    .venv/bin/python bench/telemetry_fanout.py [--clients 500] [--seconds 30] [--rate 1]
+    .venv/bin/python bench/telemetry_fanout.py [--clients 500] [--seconds 30] [--rate 1] [--layer both]
 
 Environment (defaults suit a developer machine with local PostgreSQL and Redis):
 ``BENCH_DATABASE_URL`` (postgres://postgres@127.0.0.1:5432/tandem_bench, created and migrated when
@@ -181,25 +181,24 @@ async def run(clients: int, seconds: float, rate: float) -> None:
         by_update: dict[int, list[float]] = {}
         connect_started = time.perf_counter()
 
-        async def client(ready: asyncio.Event) -> None:
-            async with websockets.connect(url, additional_headers=headers, max_queue=None) as ws:
-                ready.set()
-                async for raw in ws:
-                    now = time.time()
-                    if '"bench_sent"' in raw:
-                        message = json.loads(raw)
-                        latencies.append(now - message["bench_sent"])
-                        by_update.setdefault(message["seq"], []).append(now - message["bench_sent"])
+        async def read(ws) -> None:  # type: ignore[no-untyped-def]
+            async for raw in ws:
+                now = time.time()
+                if '"bench_sent"' in raw:
+                    message = json.loads(raw)
+                    latencies.append(now - message["bench_sent"])
+                    by_update.setdefault(message["seq"], []).append(now - message["bench_sent"])
 
-        tasks = []
-        readies = []
-        for _ in range(clients):
-            ready = asyncio.Event()
-            readies.append(ready)
-            tasks.append(asyncio.create_task(client(ready)))
-            if len(tasks) % 50 == 0:
-                await asyncio.sleep(0.05)
-        await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), timeout=120)
+        sockets = []
+        for first in range(0, clients, 25):  # a steady ramp: 25 handshakes at a time
+            batch = min(25, clients - first)
+            sockets += await asyncio.gather(
+                *(
+                    websockets.connect(url, additional_headers=headers, max_queue=None, open_timeout=60)
+                    for _ in range(batch)
+                )
+            )
+        tasks = [asyncio.create_task(read(ws)) for ws in sockets]
         connect_s = time.perf_counter() - connect_started
         await asyncio.sleep(1.0)
         layer = get_channel_layer()
@@ -232,10 +231,14 @@ async def run(clients: int, seconds: float, rate: float) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
 
     expected = sent * clients
     ms = [v * 1000 for v in latencies]
-    print(f"websocket fan-out: {clients} clients, {sent} updates at {rate:g}/s over {seconds:g} s")
+    print(
+        f"websocket fan-out ({os.environ['CHANNEL_LAYER']} channel layer): {clients} clients, "
+        f"{sent} updates at {rate:g}/s over {seconds:g} s"
+    )
     print(f"  connect all clients      {connect_s:8.2f} s")
     print(f"  delivered                {len(ms):8d} / {expected} ({100 * len(ms) / max(1, expected):.2f} %)")
     print(f"  latency p50              {quantile(ms, 0.50):8.1f} ms")
@@ -255,8 +258,16 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=500)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--rate", type=float, default=1.0, help="updates per second")
+    parser.add_argument(
+        "--layer", choices=("pubsub", "core", "both"), default="both", help="channel layer (CHANNEL_LAYER)"
+    )
     args = parser.parse_args()
-    apply_env()
+    if args.layer == "both":  # each layer in a fresh process: settings are read once per process
+        for layer in ("pubsub", "core"):
+            argv = [f"--clients={args.clients}", f"--seconds={args.seconds}", f"--rate={args.rate}"]
+            subprocess.run([sys.executable, __file__, *argv, f"--layer={layer}"], check=True)
+        return
+    apply_env(CHANNEL_LAYER=args.layer)
     ensure_database()
     import django
 
