@@ -15,6 +15,7 @@ from sandbox.engine.metrics import EngineStats, Gauges, render
 from sandbox.engine.prefix_cache import PrefixCache
 from sandbox.engine.scheduler import Scheduler, Sequence
 from sandbox.engine.spec import EngineSpec
+from sandbox.engine.startup import startup_lines
 from sandbox.engine.vllm_args import connector_family
 
 LOG_LINES = 300
@@ -85,47 +86,8 @@ class SimEngine:
         self.log_lines.append(f"{level} {stamp} [{source}] {message}")
 
     def log_startup(self) -> None:
-        spec = self.spec
-        if spec.engine == "vllm":
-            self.log("vLLM API server version 0.10.1 (sandbox simulation)")
-            self.log(f"non-default args: {' '.join(spec.args)}", source="utils.py")
-            if spec.kv_connector:
-                kv_role = {"prefill": "kv_producer", "decode": "kv_consumer"}.get(self.role, "kv_both")
-                self.log(
-                    f"Creating v1 connector with name: {spec.kv_connector} and engine_id: {self.name}, "
-                    f"kv_role: {kv_role}",
-                    source="factory.py",
-                )
-            if spec.mooncake_master:
-                self.log(
-                    f"Mooncake Store client connected to master {spec.mooncake_master}",
-                    source="mooncake_store.py",
-                )
-            self.log(
-                f"# GPU blocks: {self.cfg.num_gpu_blocks}, block size: {self.cfg.block_size}",
-                source="kv_cache_utils.py",
-            )
-            self.log(f"Starting vLLM API server 0 on http://{self.address}", source="launcher.py")
-            self.log("Application startup complete.", source="uvicorn")
-        elif spec.engine == "sglang":
-            self.log(
-                f"server_args=ServerArgs(model_path={spec.model!r}, port={self.port}, disaggregation_mode="
-                f"{ {'prefill': 'prefill', 'decode': 'decode'}.get(self.role, 'null')!r})",
-                source="server_args.py",
-            )
-            self.log(
-                f"The server is fired up and ready to roll! (http://{self.address})", source="http_server.py"
-            )
-        else:
-            self.log(
-                f"MindIE-Service daemon start, role={self.role}, port={self.port}",
-                source="mindieservice_daemon",
-            )
-            if not self.monitored:
-                self.log(
-                    "service monitor is disabled (set MIES_SERVICE_MONITOR_MODE=1 for /metrics)", "WARNING"
-                )
-            self.log("Daemon start success!", source="mindieservice_daemon")
+        for source, level, message in startup_lines(self):
+            self.log(message, level, source)
 
     def maybe_log_stats(self, every: float = 10.0) -> None:
         """vLLM's periodic engine stats line, written at most every `every` seconds while busy."""
