@@ -180,3 +180,47 @@ async def test_a_full_kv_cache_preempts_and_recomputes_yet_every_request_complet
         assert after["vllm:request_success_total"] == 8
     finally:
         await farm.close()
+
+
+async def test_a_wrong_pd_ratio_shows_on_the_side_that_is_short():
+    env = {"SANDBOX_TIME_SCALE": "0.5", "SANDBOX_DECODE_MS_PER_SEQ": "0.5"}
+    async with PDStack(env=env) as stack, aiohttp.ClientSession() as session:
+        prefill, decode = stack.url("prefill-0-0"), stack.url("decode-0-0")
+        rng = random.Random(4)
+
+        async def ask(prompt: str, max_tokens: int) -> None:
+            body = {"model": "sim-model", "prompt": prompt, "max_tokens": max_tokens, "stream": True}
+            async with session.post(f"{stack.router_url}/v1/completions", json=body) as response:
+                assert response.status == 200
+                async for _ in response.content:
+                    pass
+
+        await ask("warm up", 20)
+        base = await _metrics(session, decode)
+        single_itl = (
+            base["vllm:inter_token_latency_seconds_sum"] / base["vllm:inter_token_latency_seconds_count"]
+        )
+
+        # Prompt-heavy: long prompts, one token each — prefill queues, decode is idle.
+        heavy = [asyncio.create_task(ask(words(rng, 2000), 2)) for _ in range(10)]
+        peak = {"prefill": 0.0, "decode": 0.0}
+        while not all(task.done() for task in heavy):
+            for role, url in (("prefill", prefill), ("decode", decode)):
+                peak[role] = max(peak[role], (await _metrics(session, url))["vllm:num_requests_waiting"])
+            await asyncio.sleep(0.03)
+        await asyncio.gather(*heavy)
+        assert peak["prefill"] >= 4 > peak["decode"], peak
+
+        # Generation-heavy: short prompts, long answers — the decode batch fills and ITL rises.
+        before = await _metrics(session, decode)
+        await asyncio.gather(*(ask(f"short {i}", 40) for i in range(48)))
+        after = await _metrics(session, decode)
+        count = (
+            after["vllm:inter_token_latency_seconds_count"] - before["vllm:inter_token_latency_seconds_count"]
+        )
+        busy_itl = (
+            after["vllm:inter_token_latency_seconds_sum"] - before["vllm:inter_token_latency_seconds_sum"]
+        ) / count
+        assert busy_itl > 1.8 * single_itl, (single_itl, busy_itl)
+        prefill_after = await _metrics(session, prefill)
+        assert prefill_after["vllm:inter_token_latency_seconds_count"] == 0  # prefill never decodes
