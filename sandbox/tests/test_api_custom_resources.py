@@ -69,7 +69,8 @@ def test_invalid_custom_object_is_422_with_the_field_path(custom, namespace):
     assert cause["field"] == "spec.template.roles[0].replicas"
     assert cause["reason"] == "FieldValueTypeInvalid"
     assert status["message"].startswith(
-        'ModelServing.workload.serving.volcano.sh "ms" is invalid: spec.template.roles[0].replicas: Invalid value: "two"'
+        'ModelServing.workload.serving.volcano.sh "ms" is invalid: '
+        'spec.template.roles[0].replicas: Invalid value: "two"'
     )
 
 
