@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.db import transaction
 
@@ -123,20 +124,28 @@ def test_an_old_snapshot_reads_as_stale(topology, build, viewer, api_client):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_push_reaches_the_topology_and_overview_groups_only_after_commit(topology, build):
+async def test_push_reaches_the_topology_and_overview_groups_only_after_commit(topology, build):
     layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(topology_group(topology.pk), channel)
-    async_to_sync(layer.group_add)(overview_group(), channel)
-    try:
+    channel = await layer.new_channel()
+    await layer.group_add(topology_group(topology.pk), channel)
+    await layer.group_add(overview_group(), channel)
+
+    def rolled_back() -> None:
         with pytest.raises(RuntimeError), transaction.atomic():
             snapshot, _, _ = build(topology.pk, time.time())
             telemetry_store(topology=topology, snapshot=snapshot, actions={})
             raise RuntimeError("roll back")
+
+    def committed():
         snapshot, _, _ = build(topology.pk, time.time())
         telemetry_store(topology=topology, snapshot=snapshot, actions={})
-        first = async_to_sync(layer.receive)(channel)["payload"]
-        second = async_to_sync(layer.receive)(channel)["payload"]
+        return snapshot
+
+    try:
+        await sync_to_async(rolled_back)()
+        snapshot = await sync_to_async(committed)()
+        first = (await asyncio.wait_for(layer.receive(channel), 5))["payload"]
+        second = (await asyncio.wait_for(layer.receive(channel), 5))["payload"]
         assert first["kind"] == "telemetry" and first["snapshot"]["ts"] == snapshot["ts"]
         assert second == {
             "kind": "overview",
@@ -146,10 +155,13 @@ def test_push_reaches_the_topology_and_overview_groups_only_after_commit(topolog
             "hit_rate": snapshot["totals"]["hit_rate"],
             "ttft_p95": snapshot["totals"]["ttft_p95"],
         }
-        assert Point.objects.filter(series__topology=topology).values("ts").distinct().count() == 1
+        stored = sync_to_async(
+            lambda: Point.objects.filter(series__topology=topology).values("ts").distinct().count()
+        )
+        assert await stored() == 1
     finally:
-        async_to_sync(layer.group_discard)(topology_group(topology.pk), channel)
-        async_to_sync(layer.group_discard)(overview_group(), channel)
+        await layer.group_discard(topology_group(topology.pk), channel)
+        await layer.group_discard(overview_group(), channel)
 
 
 def test_slo_alert_is_raised_once_audited_and_listed_then_resolved(topology, build, viewer, api_client):
