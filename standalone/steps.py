@@ -104,6 +104,12 @@ def _register_sandbox(ctx: DemoContext) -> str:
     return "sandbox cluster registered as 'sandbox'"
 
 
+def _deploy_demo(ctx: DemoContext) -> str:
+    # The worker started with Tandem runs the deploy; this waits for it (all pods Ready, or a diagnosis).
+    result = ctx.manage("deploy_demo", "--cluster", "sandbox", "--wait", "180", timeout=240)
+    return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "demo topology deployed"
+
+
 DEMO_STEPS: list[DemoStep] = [
     DemoStep(
         name="start the sandbox cluster",
@@ -116,5 +122,12 @@ DEMO_STEPS: list[DemoStep] = [
             ctx.has_command("clusters", "register_cluster") and _sandbox_kubeconfig(ctx).exists()
         ),
         run=_register_sandbox,
+    ),
+    DemoStep(
+        name="deploy the demo topology",
+        available=lambda ctx: (
+            ctx.has_command("deployments", "deploy_demo") and _sandbox_kubeconfig(ctx).exists()
+        ),
+        run=_deploy_demo,
     ),
 ]
