@@ -263,6 +263,7 @@ SPECTACULAR_SETTINGS = {
         "UserRoleEnum": "accounts.roles.Role",
         "HealthStateEnum": "clusters.models.HealthState",
         "DeploymentStateEnum": "deployments.models.State",
+        "DeploymentKindEnum": "deployments.models.Kind",
         "TelemetryEventKindEnum": "telemetry.snapshot.EVENT_KINDS",
     },
 }
