@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hmac
 import json
@@ -23,6 +24,7 @@ from sandbox.apiserver.ssa import manager_from_user_agent
 log = logging.getLogger("sandbox.apiserver")
 PUBLIC_PATHS = {"/version", "/healthz", "/livez", "/readyz"}
 DEFAULT_WATCH_TIMEOUT = 1800.0
+FOLLOW_INTERVAL = 0.5
 # (namespace, pod name, container or None, previous) → log lines; raises ApiError when unavailable.
 LogSource = Callable[[str, str, str | None, bool], list[str]]
 
@@ -179,6 +181,8 @@ class ApiServer:
             if t.subresource == "scale":
                 return _json_response(self.api.get_scale(rt, namespace, t.name))
             if t.subresource == "log":
+                if _truthy(q.get("follow")):
+                    return await self._follow_logs(request, namespace, t.name)
                 return self._logs(namespace, t.name, q)
             obj = self.api.get(rt, namespace, t.name)
             if table.wants_table(accept):
@@ -339,16 +343,52 @@ class ApiServer:
             pass
         return response
 
-    def _logs(self, namespace: str, name: str, q: Any) -> web.Response:
+    def _log_lines(self, namespace: str, name: str, q: Any) -> list[str]:
         self.api.get(self.api.registry.by_key("", "pods"), namespace, name)
         if self.log_source is None:
             raise bad_request(f'pod "{name}" has no logs yet')
-        lines = self.log_source(namespace, name, q.get("container"), _truthy(q.get("previous")))
+        return list(self.log_source(namespace, name, q.get("container"), _truthy(q.get("previous"))))
+
+    @staticmethod
+    def _tail(lines: list[str], q: Any) -> list[str]:
         tail = q.get("tailLines")
         if tail is not None and int(tail) >= 0:
-            lines = lines[-int(tail) :] if int(tail) else []
-        text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-        return web.Response(text=text, content_type="text/plain")
+            return lines[-int(tail) :] if int(tail) else []
+        return lines
+
+    def _logs(self, namespace: str, name: str, q: Any) -> web.Response:
+        return web.Response(
+            text=_text(self._tail(self._log_lines(namespace, name, q), q)), content_type="text/plain"
+        )
+
+    async def _follow_logs(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
+        """`follow=true`: what is there, then new lines as they come, until the pod goes away."""
+        q = request.query
+        uid = self.api.get(self.api.registry.by_key("", "pods"), namespace, name)["metadata"]["uid"]
+        seen = self._log_lines(namespace, name, q)
+        response = web.StreamResponse(
+            status=200, headers={"Content-Type": "text/plain", "Transfer-Encoding": "chunked"}
+        )
+        await response.prepare(request)
+        try:
+            await response.write(_text(self._tail(seen, q)).encode())
+            while True:
+                await asyncio.sleep(FOLLOW_INTERVAL)
+                pod = self.api.store.peek("", "pods", namespace, name)
+                if pod is None or pod["metadata"]["uid"] != uid:
+                    break
+                try:
+                    current = self._log_lines(namespace, name, q)
+                except ApiError:
+                    break
+                fresh = new_lines(seen, current)
+                if fresh:
+                    await response.write(_text(fresh).encode())
+                seen = current
+            await response.write_eof()
+        except (ConnectionResetError, RuntimeError):
+            pass
+        return response
 
     async def _delete(self, request: web.Request, t: Target) -> web.Response:
         assert t.name is not None
@@ -399,6 +439,22 @@ class ApiServer:
             else:
                 scale = patching.merge_patch(current, body)
         return _json_response(self.api.update_scale(t.rt, namespace, t.name, scale, manager=manager))
+
+
+def _text(lines: list[str]) -> str:
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def new_lines(seen: list[str], current: list[str]) -> list[str]:
+    """Lines of `current` after what `seen` already showed (the log may have dropped old lines)."""
+    if not seen:
+        return current
+    if current[: len(seen)] == seen:
+        return current[len(seen) :]
+    for overlap in range(min(len(seen), len(current)), 0, -1):
+        if current[:overlap] == seen[-overlap:]:
+            return current[overlap:]
+    return current
 
 
 def _access_review(body: dict[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import threading
 import uuid
 
 import pytest
@@ -139,3 +141,43 @@ def test_delete_and_not_found(sandbox_cluster, namespace):
     missing = sandbox_cluster.kubectl("get", "configmap", "doomed", "-n", namespace)
     assert missing.returncode != 0
     assert 'configmaps "doomed" not found' in missing.stderr
+
+
+def test_logs_follow_streams_until_the_pod_is_gone(sandbox_cluster, namespace):
+    pod = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: talker}
+spec:
+  containers:
+  - name: vllm
+    image: vllm/vllm-openai:v0.10.1
+    command: ["vllm", "serve", "m", "--port", "8000"]
+"""
+    _ok(sandbox_cluster.kubectl("apply", "-n", namespace, "-f", "-", input=pod))
+    _ok(
+        sandbox_cluster.kubectl(
+            "wait", "--for=condition=Ready", "pod/talker", "-n", namespace, "--timeout=30s"
+        )
+    )
+    follower = subprocess.Popen(
+        [
+            "/usr/bin/kubectl",
+            "--kubeconfig",
+            str(sandbox_cluster.kubectl_kubeconfig_path),
+            "logs",
+            "-f",
+            "talker",
+            "-n",
+            namespace,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    threading.Timer(
+        1.5, lambda: sandbox_cluster.kubectl("delete", "pod", "talker", "-n", namespace, "--wait=false")
+    ).start()
+    out, _ = follower.communicate(timeout=30)
+    assert follower.returncode == 0
+    assert "Starting vLLM API server" in out
