@@ -327,7 +327,8 @@ class Kubelet(Reconciler):
 
     @staticmethod
     def _period(pod: dict[str, Any], engine_name: str | None) -> float:
-        container = next((ct for ct in pod["spec"]["containers"] if ct["name"] == engine_name), {})
+        containers: list[dict[str, Any]] = pod["spec"]["containers"]
+        container = next((ct for ct in containers if ct["name"] == engine_name), {})
         period = (container.get("readinessProbe") or {}).get("periodSeconds")
         return min(READY_PROBE_INTERVAL, max(1.0, float(period))) if period else READY_PROBE_INTERVAL
 
