@@ -104,6 +104,15 @@ async def test_bad_requests_get_openai_error_bodies(engine, body, status, needle
     assert error["code"] == status
 
 
+async def _until_in_flight(farm: EngineFarm) -> None:
+    for _ in range(500):
+        engine = farm.engine("ns/e-0")
+        if engine is not None and engine.inflight:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the request never reached the engine")
+
+
 async def test_stop_drains_in_flight_requests_and_refuses_new_connections():
     farm = EngineFarm()
     spec = engine_spec("both", env={"SANDBOX_TIME_SCALE": "1", "SANDBOX_DECODE_STEP_MS": "10"})
@@ -115,7 +124,7 @@ async def test_stop_drains_in_flight_requests_and_refuses_new_connections():
             request = asyncio.create_task(
                 session.post(f"{url}/v1/completions", json={"prompt": "x", "max_tokens": 20})
             )
-            await asyncio.sleep(0.05)
+            await _until_in_flight(farm)
             await farm.stop("ns/e-0", grace_seconds=5)
             response = await request
             assert response.status == 200
@@ -138,7 +147,7 @@ async def test_stop_aborts_what_is_left_when_the_grace_period_ends():
         async with aiohttp.ClientSession() as session:
             body = {"prompt": "x", "max_tokens": 500}
             request = asyncio.create_task(session.post(f"http://{ip}:{port}/v1/completions", json=body))
-            await asyncio.sleep(0.1)
+            await _until_in_flight(farm)
             await farm.stop("ns/e-0", grace_seconds=0.2)
             response = await request
             assert response.status == 500
