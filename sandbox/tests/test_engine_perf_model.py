@@ -111,7 +111,7 @@ async def test_prompt_heavy_load_queues_behind_prefill():
 async def test_generation_heavy_load_fills_the_decode_batch_and_raises_itl():
     farm = EngineFarm()
     try:
-        url = await _engine(farm, SANDBOX_DECODE_MS_PER_SEQ="0.5")
+        url = await _engine(farm, SANDBOX_DECODE_MS_PER_SEQ="1.0")
         async with aiohttp.ClientSession() as session:
             assert await _stream_all(session, url, "alone in the batch", 40) == 40
             single = await _metrics(session, url)
@@ -128,7 +128,7 @@ async def test_generation_heavy_load_fills_the_decode_batch_and_raises_itl():
             after["vllm:inter_token_latency_seconds_count"] - single["vllm:inter_token_latency_seconds_count"]
         )
         assert busy_count == 60 * 39
-        assert busy_sum / busy_count > 1.8 * single_itl, (single_itl, busy_sum / busy_count)
+        assert busy_sum / busy_count > 2.5 * single_itl, (single_itl, busy_sum / busy_count)
     finally:
         await farm.close()
 
@@ -183,7 +183,7 @@ async def test_a_full_kv_cache_preempts_and_recomputes_yet_every_request_complet
 
 
 async def test_a_wrong_pd_ratio_shows_on_the_side_that_is_short():
-    env = {"SANDBOX_TIME_SCALE": "0.5", "SANDBOX_DECODE_MS_PER_SEQ": "0.5"}
+    env = {"SANDBOX_TIME_SCALE": "0.5", "SANDBOX_DECODE_MS_PER_SEQ": "1.0"}
     async with PDStack(env=env) as stack, aiohttp.ClientSession() as session:
         prefill, decode = stack.url("prefill-0-0"), stack.url("decode-0-0")
         rng = random.Random(4)
@@ -221,6 +221,6 @@ async def test_a_wrong_pd_ratio_shows_on_the_side_that_is_short():
         busy_itl = (
             after["vllm:inter_token_latency_seconds_sum"] - before["vllm:inter_token_latency_seconds_sum"]
         ) / count
-        assert busy_itl > 1.8 * single_itl, (single_itl, busy_itl)
+        assert busy_itl > 2.5 * single_itl, (single_itl, busy_itl)
         prefill_after = await _metrics(session, prefill)
         assert prefill_after["vllm:inter_token_latency_seconds_count"] == 0  # prefill never decodes
