@@ -158,3 +158,13 @@ class DeployPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"deploy policy of topology {self.topology_id}"
+
+    @property
+    def effective_ready_timeout_seconds(self) -> int:
+        return int(self.ready_timeout_seconds or getattr(settings, "DEPLOY_READY_TIMEOUT_SECONDS", 600))
+
+    @property
+    def effective_auto_rollback(self) -> bool:
+        if self.auto_rollback is None:
+            return bool(getattr(settings, "DEPLOY_AUTO_ROLLBACK", True))
+        return self.auto_rollback

@@ -150,17 +150,8 @@ def run(deployment_id: int, *, worker: str) -> str:
 
 def _deploy_options(deployment: Deployment) -> tuple[float, bool]:
     """(ready timeout in seconds, automatic rollback) from the topology's policy, else the environment."""
-    policy = (
-        DeployPolicy.objects.filter(topology_id=deployment.topology_id).first()
-        if deployment.topology_id is not None
-        else None
-    )
-    timeout = policy.ready_timeout_seconds if policy is not None else None
-    auto = policy.auto_rollback if policy is not None else None
-    return (
-        float(timeout or _setting("DEPLOY_READY_TIMEOUT_SECONDS", 600)),
-        bool(_setting("DEPLOY_AUTO_ROLLBACK", True) if auto is None else auto),
-    )
+    policy = DeployPolicy.objects.filter(topology_id=deployment.topology_id).first() or DeployPolicy()
+    return float(policy.effective_ready_timeout_seconds), policy.effective_auto_rollback
 
 
 def _connection(deployment: Deployment) -> kube.ClusterConnection:

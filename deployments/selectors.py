@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from deployments.models import ACTIVE_STATES, Deployment
+from deployments.models import ACTIVE_STATES, Deployment, DeployPolicy
 
 if TYPE_CHECKING:
     from topologies.models import Topology
@@ -36,6 +36,11 @@ def orphaned_deployments() -> QuerySet[Deployment]:
     return Deployment.objects.filter(state__in=ACTIVE_STATES).filter(
         Q(heartbeat__lt=stale) | Q(heartbeat__isnull=True, created__lt=stale)
     )
+
+
+def deploy_policy(topology: Topology) -> DeployPolicy:
+    """The topology's deploy policy (an unsaved default one when none was set)."""
+    return DeployPolicy.objects.filter(topology=topology).first() or DeployPolicy(topology=topology)
 
 
 def topology_pods(topology: Topology) -> list[dict[str, Any]]:
@@ -93,4 +98,5 @@ def topology_panel_context(topology: Topology, request: Any = None) -> dict[str,
         "roles": {name: (spec_roles.get(name) or {}).get("replicas") for name in ("prefill", "decode")},
         "drift": topology.drift_detail or {},
         "can_deploy": can_operate,
+        "policy": deploy_policy(topology),
     }

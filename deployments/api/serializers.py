@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from deployments.models import Deployment, DeploymentStep
+from deployments.models import Deployment, DeploymentStep, DeployPolicy
 
 
 class DeploymentStepSerializer(serializers.ModelSerializer[DeploymentStep]):
@@ -82,3 +82,33 @@ class RollbackInputSerializer(serializers.Serializer[dict[str, object]]):
 class ScaleInputSerializer(serializers.Serializer[dict[str, object]]):
     role = serializers.ChoiceField(choices=["prefill", "decode"], help_text="prefill or decode")
     replicas = serializers.IntegerField(min_value=0, max_value=256, help_text="New replica count, e.g. 2.")
+
+
+class DeployPolicySerializer(serializers.ModelSerializer[DeployPolicy]):
+    ready_timeout_seconds = serializers.IntegerField(
+        allow_null=True,
+        min_value=10,
+        max_value=86400,
+        help_text="Seconds to wait for every pod to be Ready; null uses DEPLOY_READY_TIMEOUT_SECONDS.",
+    )
+    auto_rollback = serializers.BooleanField(
+        allow_null=True,
+        help_text="Return to the last good revision on failure; null uses DEPLOY_AUTO_ROLLBACK.",
+    )
+    effective_ready_timeout_seconds = serializers.SerializerMethodField()
+    effective_auto_rollback = serializers.SerializerMethodField()
+
+    class Meta:
+        model = DeployPolicy
+        fields = [
+            "ready_timeout_seconds",
+            "auto_rollback",
+            "effective_ready_timeout_seconds",
+            "effective_auto_rollback",
+        ]
+
+    def get_effective_ready_timeout_seconds(self, obj: DeployPolicy) -> int:
+        return obj.effective_ready_timeout_seconds
+
+    def get_effective_auto_rollback(self, obj: DeployPolicy) -> bool:
+        return obj.effective_auto_rollback

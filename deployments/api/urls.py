@@ -9,6 +9,11 @@ urlpatterns: list[URLPattern] = [
     path("topologies/<int:pk>/rollback/", views.TopologyRollback.as_view(), name="topology-rollback"),
     path("topologies/<int:pk>/scale/", views.TopologyScale.as_view(), name="topology-scale"),
     path("topologies/<int:pk>/reapply/", views.TopologyReapply.as_view(), name="topology-reapply"),
+    path(
+        "topologies/<int:pk>/deploy-policy/",
+        views.TopologyDeployPolicy.as_view(),
+        name="topology-deploy-policy",
+    ),
     path("deployments/", views.DeploymentList.as_view(), name="deployment-list"),
     path("deployments/<int:pk>/", views.DeploymentDetail.as_view(), name="deployment-detail"),
     path("deployments/<int:pk>/cancel/", views.DeploymentCancel.as_view(), name="deployment-cancel"),

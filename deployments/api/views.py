@@ -21,6 +21,7 @@ from deployments.api.serializers import (
     DeployInputSerializer,
     DeploymentDetailSerializer,
     DeploymentSerializer,
+    DeployPolicySerializer,
     RollbackInputSerializer,
     ScaleInputSerializer,
 )
@@ -152,3 +153,30 @@ class DeploymentCancel(GenericAPIView[Deployment]):
             deployment=deployment, actor=request.user, source_ip=client_ip(request)
         )
         return Response(DeploymentSerializer(deployment).data, status=status.HTTP_202_ACCEPTED)
+
+
+class TopologyDeployPolicy(GenericAPIView[Topology]):
+    """The topology's ready timeout and automatic rollback (null fields use the environment's defaults)."""
+
+    serializer_class = DeployPolicySerializer
+    write_role = Role.OPERATOR
+
+    def get_queryset(self) -> Any:
+        return Topology.objects.all()
+
+    def get(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        return Response(DeployPolicySerializer(selectors.deploy_policy(topology)).data)
+
+    def put(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        serializer = DeployPolicySerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        policy = services.deploy_policy_set(
+            topology=topology,
+            ready_timeout_seconds=serializer.validated_data["ready_timeout_seconds"],
+            auto_rollback=serializer.validated_data["auto_rollback"],
+            actor=request.user,
+            source_ip=client_ip(request),
+        )
+        return Response(DeployPolicySerializer(policy).data)

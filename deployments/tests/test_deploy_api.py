@@ -137,3 +137,27 @@ def test_actions_are_audited(as_operator, topology):
     event = AuditEvent.objects.filter(action="topology.deploy").get()
     assert event.actor_label == "operator-user" and event.target_id == str(topology.pk)
     assert Deployment.objects.get().kind == Kind.DEPLOY
+
+
+def test_deploy_policy_defaults_then_set_and_validated(as_operator, topology, settings):
+    settings.DEPLOY_READY_TIMEOUT_SECONDS = 600
+    url = f"/api/v1/topologies/{topology.pk}/deploy-policy/"
+    assert as_operator.get(url).json() == {
+        "ready_timeout_seconds": None,
+        "auto_rollback": None,
+        "effective_ready_timeout_seconds": 600,
+        "effective_auto_rollback": True,
+    }
+    response = as_operator.put(url, {"ready_timeout_seconds": 5, "auto_rollback": False})
+    assert response.status_code == 400 and "ready_timeout_seconds" in response.json()["error"]["fields"]
+    response = as_operator.put(url, {"ready_timeout_seconds": 120, "auto_rollback": False})
+    assert response.status_code == 200
+    assert response.json()["effective_ready_timeout_seconds"] == 120
+    assert response.json()["effective_auto_rollback"] is False
+
+
+def test_viewer_cannot_change_the_deploy_policy(api_client, viewer, topology):
+    api_client.force_authenticate(viewer)
+    url = f"/api/v1/topologies/{topology.pk}/deploy-policy/"
+    assert api_client.get(url).status_code == 200
+    assert api_client.put(url, {"ready_timeout_seconds": 60, "auto_rollback": True}).status_code == 403
