@@ -319,6 +319,18 @@ async def switch_role(request: web.Request) -> web.Response:
     role = body.get("role") if isinstance(body, dict) else None
     if role not in ROLES:
         return _json({"error": {"field": "role", "message": 'role must be "prefill" or "decode"'}}, 400)
+    options = body.get("options") or {}
+    if not isinstance(options, dict):
+        return _json({"error": {"field": "options", "message": "options must be an object"}}, 400)
+    if engine.family == "llm-datadist" and role == "prefill" and role != engine.role:
+        listen = str(options.get("llm.listenIpInfo") or "")
+        host, _, port = listen.rpartition(":")
+        if not host or not port.isdigit():
+            message = (
+                'switching to prefill (PROMPT) needs options {"llm.listenIpInfo": "<ip>:<port>"}, '
+                f"the address this instance accepts KV links on, e.g. {engine.ip}:26000"
+            )
+            return _json({"ret": "LLM_PARAM_INVALID", "error": {"field": "options", "message": message}}, 400)
     status, answer = engine.switch_role(str(role))
     return _json(answer, status)
 

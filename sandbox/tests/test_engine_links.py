@@ -204,3 +204,15 @@ async def test_mindie_fails_requests_over_a_dead_link_instead_of_recomputing():
         async with session.get(f"{decode}/metrics") as response:
             text = await response.text()
         assert 'request_failed_total{model_name="sim-model"} 1.0' in text
+
+
+async def test_llm_datadist_needs_a_listen_address_to_become_prefill():
+    async with PDStack(engine="mindie", env=FAST) as stack, aiohttp.ClientSession() as session:
+        decode = stack.url("decode-0-0")
+        status, answer = await _call(session, "POST", f"{decode}/kv/switch_role", {"role": "prefill"})
+        assert (status, answer["ret"], answer["error"]["field"]) == (400, "LLM_PARAM_INVALID", "options")
+        assert "llm.listenIpInfo" in answer["error"]["message"]
+        ip = decode.removeprefix("http://").split(":")[0]
+        body = {"role": "prefill", "options": {"llm.listenIpInfo": f"{ip}:26000"}}
+        status, answer = await _call(session, "POST", f"{decode}/kv/switch_role", body)
+        assert (status, answer["ret"], answer["role"]) == (200, "LLM_SUCCESS", "prefill")
