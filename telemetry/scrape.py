@@ -148,7 +148,13 @@ async def scrape_all(
 
 def new_session() -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=4, keepalive_timeout=60)
-    return aiohttp.ClientSession(connector=connector, headers={"Accept": "text/plain"})
+    return aiohttp.ClientSession(
+        connector=connector,
+        headers={"Accept": "text/plain"},
+        cookie_jar=aiohttp.DummyCookieJar(),  # engines set no cookies; skip the jar on every request
+        auto_decompress=False,
+        skip_auto_headers=("Accept-Encoding",),
+    )
 
 
 class Scraper:
