@@ -1,6 +1,6 @@
 """Decoding of the protobuf bodies kubectl's imperative generators send, for the simple kinds.
 
-`kubectl create namespace|configmap|secret|serviceaccount` encode their object as
+`kubectl create namespace|configmap|secret|serviceaccount` and `kubectl auth can-i` encode their object as
 `application/vnd.kubernetes.protobuf`: the magic `k8s\\0`, then a `runtime.Unknown` message
 (1: TypeMeta{1: apiVersion, 2: kind}, 2: raw object bytes). Only the fields those commands set
 are decoded (ObjectMeta name/generateName/namespace/labels/annotations, ConfigMap and Secret
@@ -101,10 +101,42 @@ def _decode_object(kind: str, raw: bytes) -> dict[str, Any]:
             obj.setdefault("stringData", {})[key] = item
         elif kind == "ServiceAccount" and number == 4 and wire == 0:
             obj["automountServiceAccountToken"] = bool(value)
+        elif kind == "SelfSubjectAccessReview" and number == 2:
+            obj["spec"] = _review_spec(value)
     return obj
 
 
-SUPPORTED = ("Namespace", "ConfigMap", "Secret", "ServiceAccount")
+_RESOURCE_ATTRIBUTES = {
+    1: "namespace",
+    2: "verb",
+    3: "group",
+    4: "version",
+    5: "resource",
+    6: "subresource",
+    7: "name",
+}
+
+
+def _review_spec(data: bytes) -> dict[str, Any]:
+    spec: dict[str, Any] = {}
+    for number, _, raw in fields(data):
+        if number == 1:
+            attributes = {
+                _RESOURCE_ATTRIBUTES[sub]: text.decode()
+                for sub, _, text in fields(raw)
+                if sub in _RESOURCE_ATTRIBUTES and text
+            }
+            spec["resourceAttributes"] = attributes
+        elif number == 2:
+            spec["nonResourceAttributes"] = {
+                ("path" if sub == 1 else "verb"): text.decode()
+                for sub, _, text in fields(raw)
+                if sub in (1, 2)
+            }
+    return spec
+
+
+SUPPORTED = ("Namespace", "ConfigMap", "Secret", "ServiceAccount", "SelfSubjectAccessReview")
 
 
 def decode(body: bytes) -> dict[str, Any]:

@@ -10,8 +10,16 @@ import secrets
 from typing import Any
 
 from sandbox.apiserver.errors import ApiError
+from sandbox.apiserver.objects import Api
 from sandbox.apiserver.selectors import labels_match, selector_from_match_labels
-from sandbox.controllers.base import Reconciler, is_pod_ready, now_iso, owned_by, owner_reference
+from sandbox.controllers.base import (
+    EventRecorder,
+    Reconciler,
+    is_pod_ready,
+    now_iso,
+    owned_by,
+    owner_reference,
+)
 
 HASH_LABEL = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
@@ -46,6 +54,10 @@ class ReplicaSetController(Reconciler):
     name = "replicaset-controller"
     watches = (("apps", "replicasets"), ("", "pods"))
 
+    def __init__(self, api: Api, events: EventRecorder) -> None:
+        super().__init__(api)
+        self.events = events
+
     async def reconcile(self) -> None:
         rs_rt = self.rt("apps", "replicasets")
         pods_rt = self.rt("", "pods")
@@ -75,6 +87,9 @@ class ReplicaSetController(Reconciler):
                         self.api.delete(pods_rt, namespace, pod["metadata"]["name"])
                     except ApiError:
                         continue
+                    self.events.record(
+                        rs, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}", component=self.name
+                    )
             ready = [p for p in active if is_pod_ready(p)]
             selector = selector_from_match_labels(rs["spec"].get("selector"))
             status = {
@@ -103,11 +118,18 @@ class ReplicaSetController(Reconciler):
             "spec": template.get("spec") or {},
         }
         self.api.create(rt, rs["metadata"]["namespace"], pod, manager="kube-controller-manager")
+        self.events.record(
+            rs, "SuccessfulCreate", f"Created pod: {pod['metadata']['name']}", component=self.name
+        )
 
 
 class DeploymentController(Reconciler):
     name = "deployment-controller"
     watches = (("apps", "deployments"), ("apps", "replicasets"))
+
+    def __init__(self, api: Api, events: EventRecorder) -> None:
+        super().__init__(api)
+        self.events = events
 
     async def reconcile(self) -> None:
         for deployment in self.api.store.snapshot("apps", "deployments"):
@@ -135,18 +157,18 @@ class DeploymentController(Reconciler):
         old_running = sum(int((rs.get("status") or {}).get("replicas", 0)) for rs in old)
         if recreate:
             for rs in old:
-                self._scale(rs_rt, rs, 0)
+                self._scale(rs_rt, rs, 0, deployment)
             target = desired if old_running == 0 else 0
-            self._scale(rs_rt, new, target)
+            self._scale(rs_rt, new, target, deployment)
         elif not old:
-            self._scale(rs_rt, new, desired)
+            self._scale(rs_rt, new, desired, deployment)
         else:
             surge, max_unavailable = rolling_bounds(deployment)
             new_replicas = int(new["spec"].get("replicas", 0))
             room = desired + surge - (old_replicas + new_replicas)
             if room > 0 and new_replicas < desired:
                 new_replicas = min(desired, new_replicas + room)
-                self._scale(rs_rt, new, new_replicas)
+                self._scale(rs_rt, new, new_replicas, deployment)
             available = sum(int((rs.get("status") or {}).get("availableReplicas", 0)) for rs in [new, *old])
             old_unavailable = sum(
                 int(rs["spec"].get("replicas", 0)) - int((rs.get("status") or {}).get("availableReplicas", 0))
@@ -159,7 +181,7 @@ class DeploymentController(Reconciler):
                 current = int(rs["spec"].get("replicas", 0))
                 cut = min(current, removable)
                 if cut:
-                    self._scale(rs_rt, rs, current - cut)
+                    self._scale(rs_rt, rs, current - cut, deployment)
                     removable -= cut
         self._status(deployment, new, old, revision)
 
@@ -195,15 +217,25 @@ class DeploymentController(Reconciler):
             if annotations.get(REVISION) != str(revision):
                 annotations[REVISION] = str(revision)
                 self.api.write(deployment_rt, current, self.name)
-        return self.api.create(rt, deployment["metadata"]["namespace"], rs, manager="kube-controller-manager")
+        created = self.api.create(
+            rt, deployment["metadata"]["namespace"], rs, manager="kube-controller-manager"
+        )
+        if replicas:
+            message = f"Scaled up replica set {name} from 0 to {replicas}"
+            self.events.record(deployment, "ScalingReplicaSet", message, component=self.name)
+        return created
 
-    def _scale(self, rt: Any, rs: dict[str, Any], replicas: int) -> None:
-        if int(rs["spec"].get("replicas", 0)) == replicas:
+    def _scale(self, rt: Any, rs: dict[str, Any], replicas: int, deployment: dict[str, Any]) -> None:
+        before = int(rs["spec"].get("replicas", 0))
+        if before == replicas:
             return
         current = self.api.find(rt, rs["metadata"]["namespace"], rs["metadata"]["name"])
         if current is not None:
             current["spec"]["replicas"] = replicas
             self.api.write(rt, current, self.name)
+            direction = "up" if replicas > before else "down"
+            message = f"Scaled {direction} replica set {rs['metadata']['name']} from {before} to {replicas}"
+            self.events.record(deployment, "ScalingReplicaSet", message, component=self.name)
 
     def _status(
         self, deployment: dict[str, Any], new: dict[str, Any], old: list[dict[str, Any]], revision: int
