@@ -286,6 +286,16 @@ class SimEngine:
                     {"peer": name, "status": L.LLM_LINK_FAILED, "message": f"{target} is not reachable"}
                 )
                 continue
+            if not peer.loaded():
+                await asyncio.sleep(min(timeout_ms, self.cfg.kv_timeout_ms) / 1000 * self.cfg.time_scale)
+                results.append(
+                    {
+                        "peer": name,
+                        "status": L.LLM_WAIT_PROCESS_TIMEOUT,
+                        "message": f"{name} is not initialised yet (still loading); link again once Ready",
+                    }
+                )
+                continue
             if peer.role == "decode":
                 results.append(
                     {

@@ -7,7 +7,8 @@ import asyncio
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from sandbox.engine.testing import PDStack
+from sandbox.engine.farm import EngineFarm
+from sandbox.engine.testing import PDStack, engine_spec, loopback_base
 
 FAST = {"SANDBOX_TIME_SCALE": "0.1", "SANDBOX_KV_TIMEOUT_MS": "200"}
 
@@ -216,3 +217,22 @@ async def test_llm_datadist_needs_a_listen_address_to_become_prefill():
         body = {"role": "prefill", "options": {"llm.listenIpInfo": f"{ip}:26000"}}
         status, answer = await _call(session, "POST", f"{decode}/kv/switch_role", body)
         assert (status, answer["ret"], answer["role"]) == (200, "LLM_SUCCESS", "prefill")
+
+
+async def test_linking_to_a_prefill_that_is_still_loading_times_out():
+    farm, base = EngineFarm(), loopback_base()
+    try:
+        slow = engine_spec("prefill", env={"SANDBOX_STARTUP_SECONDS": "30", "SANDBOX_KV_TIMEOUT_MS": "50"})
+        await farm.start("ns/prefill-0", f"{base}.2", slow, {})
+        await farm.start(
+            "ns/decode-0", f"{base}.3", engine_spec("decode", env={"SANDBOX_KV_TIMEOUT_MS": "50"}), {}
+        )
+        assert not farm.is_healthy("ns/prefill-0")
+        ip, port = farm.address("ns/decode-0")
+        async with aiohttp.ClientSession() as session:
+            _, answer = await _call(session, "POST", f"http://{ip}:{port}/kv/links", {"peers": ["prefill-0"]})
+        assert answer["ret"] == "LLM_LINK_FAILED"
+        assert answer["results"][0]["status"] == "LLM_WAIT_PROCESS_TIMEOUT"
+        assert "not initialised yet" in answer["results"][0]["message"]
+    finally:
+        await farm.close()
