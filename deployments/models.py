@@ -161,7 +161,10 @@ class DeployPolicy(models.Model):
 
     @property
     def effective_ready_timeout_seconds(self) -> int:
-        return int(self.ready_timeout_seconds or getattr(settings, "DEPLOY_READY_TIMEOUT_SECONDS", 600))
+        if self.ready_timeout_seconds:
+            return self.ready_timeout_seconds
+        default: int = getattr(settings, "DEPLOY_READY_TIMEOUT_SECONDS", 600)
+        return default
 
     @property
     def effective_auto_rollback(self) -> bool:

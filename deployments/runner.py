@@ -150,7 +150,8 @@ def run(deployment_id: int, *, worker: str) -> str:
 
 def _deploy_options(deployment: Deployment) -> tuple[float, bool]:
     """(ready timeout in seconds, automatic rollback) from the topology's policy, else the environment."""
-    policy = DeployPolicy.objects.filter(topology_id=deployment.topology_id).first() or DeployPolicy()
+    found = DeployPolicy.objects.filter(topology=deployment.topology).first() if deployment.topology else None
+    policy = found or DeployPolicy()
     return float(policy.effective_ready_timeout_seconds), policy.effective_auto_rollback
 
 

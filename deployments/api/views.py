@@ -26,7 +26,7 @@ from deployments.api.serializers import (
     ScaleInputSerializer,
 )
 from deployments.filtersets import DeploymentFilterSet
-from deployments.models import Deployment
+from deployments.models import Deployment, DeployPolicy
 from topologies.models import Revision, Topology
 
 
@@ -155,7 +155,8 @@ class DeploymentCancel(GenericAPIView[Deployment]):
         return Response(DeploymentSerializer(deployment).data, status=status.HTTP_202_ACCEPTED)
 
 
-class TopologyDeployPolicy(GenericAPIView[Topology]):
+@extend_schema(request=DeployPolicySerializer, responses={200: DeployPolicySerializer})
+class TopologyDeployPolicy(GenericAPIView[DeployPolicy]):
     """The topology's ready timeout and automatic rollback (null fields use the environment's defaults)."""
 
     serializer_class = DeployPolicySerializer
