@@ -31,7 +31,12 @@ spec:
   containers:
   - name: vllm
     image: "vllm/vllm-openai:v0.10.1"
-    command: [vllm, serve, m, --kv-transfer-config, '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}']
+    command:
+    - vllm
+    - serve
+    - m
+    - --kv-transfer-config
+    - '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}'
     env: [{name: MOONCAKE_MASTER, value: "mooncake-master.sandbox-infra:50051"}]
 ---
 apiVersion: v1
