@@ -195,3 +195,37 @@ def test_delete_removes_cluster_objects_then_the_topology(new_topology, operator
     assert not Topology.objects.filter(pk=pk).exists()
     assert deployment.topology is None and deployment.topology_name == topology.name
     assert kube.list_objects(conn, "workload.serving.volcano.sh/v1alpha1", "ModelServing", namespace) == []
+
+
+def test_objects_left_out_of_the_new_revision_are_pruned(new_topology, operator, conn):
+    import kube
+
+    topology = _running(new_topology, operator)
+    old_kinds = {o["kind"] for o in topology.current_revision.manifests}
+    _update(topology, operator, lambda s: s.update(backend="deployments"))
+    deployment = deploy_now(topology, operator)
+    assert deployment.state == State.SUCCEEDED, (deployment.error, deployment.diagnosis)
+    new_kinds = {o["kind"] for o in topology.current_revision.manifests}
+    assert "ModelServing" in old_kinds and "ModelServing" not in new_kinds
+    assert (
+        kube.list_objects(conn, "workload.serving.volcano.sh/v1alpha1", "ModelServing", topology.namespace)
+        == []
+    )
+    assert any(s.message.startswith("Pruned ") for s in deployment.steps.all())
+    assert {p.labels.get("tandem.io/revision") for p in ready_pods(conn, topology, 2)} == {"2"}
+
+
+def test_cancel_stops_the_deploy_and_returns_to_the_last_good_revision(new_topology, operator, conn):
+    from deployments import runner
+    from deployments.services import deployment_cancel, deployment_start
+
+    topology = _running(new_topology, operator)
+    _update(topology, operator, lambda s: s["roles"]["decode"].update(replicas=2))
+    deployment = deployment_start(topology=topology, actor=operator, source_ip=None)
+    deployment_cancel(deployment=deployment, actor=operator, source_ip=None)
+    assert runner.run(deployment.pk, worker="test-worker") == "claimed"
+    deployment.refresh_from_db()
+    topology.refresh_from_db()
+    assert "Failed: cancelled by an operator" in [s.message for s in deployment.steps.all()]
+    _assert_previous_still_running(topology, conn, deployment)
+    assert ready_pods(conn, topology, 2) == []
