@@ -215,8 +215,14 @@
     if (state === "live") {
       setLiveState("live", "Live");
       if (info && info.reconnected && lastTs !== null) {
-        // Back-fill what happened while the socket was down.
-        fetchHistory(lastTs, Date.now() / 1000, cfg.interval);
+        // Back-fill what happened while the socket was down; the panel records what it fetched.
+        const from = lastTs, to = Date.now() / 1000;
+        fetchHistory(from, to, cfg.interval).then(function (body) {
+          if (!body) { return; }
+          let points = 0;
+          Object.keys(body.series || {}).forEach(function (n) { body.series[n].forEach(function (v) { if (T.isNum(v)) { points += 1; } }); });
+          root.dataset.backfill = JSON.stringify({ from: from, to: to, points: points });
+        });
       }
     } else if (state === "offline") {
       const refused = info && (info.code === 4401 || info.code === 4403);

@@ -5,9 +5,13 @@ colours, deployment markers and the history fetched for the window picker."""
 from __future__ import annotations
 
 import copy
+import json
 import os
+import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -16,7 +20,16 @@ from controlplane.broadcast import overview_group, send_now, topology_group
 from telemetry import cache
 from telemetry.snapshot import LinkSample, PodSample, TopologySnapshot, empty_metrics, empty_snapshot
 from telemetry.tests.test_browser_live import browser_type_launch_args, login
-from tests.support import subprocess_env, uvicorn_server
+from tests.support import (
+    ROOT,
+    VENV_BIN,
+    free_port,
+    http_get,
+    stop,
+    subprocess_env,
+    uvicorn_server,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -28,6 +41,23 @@ def push(group: str, message: dict[str, Any]) -> None:
     sender = threading.Thread(target=send_now, args=(group, message))
     sender.start()
     sender.join(10)
+
+
+def store(topology: Any, snapshot: TopologySnapshot) -> None:
+    """Store a snapshot as a collection does (it pushes after commit), from a thread of its own."""
+    from django.db import connection
+
+    from telemetry.services import telemetry_store
+
+    def run() -> None:
+        try:
+            telemetry_store(topology=topology, snapshot=snapshot, actions={})
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(20)
 
 
 def pod(
@@ -205,3 +235,61 @@ def test_topology_panel_sorts_pods_colours_links_and_marks_deployments(
     history = [url for url in requested if "/metrics/?" in url]
     assert len(history) >= 2, requested
     assert "topology.hit_rate" in history[-1] and "step=" in history[-1]
+
+
+@contextmanager
+def asgi_on(port: int) -> Iterator[str]:
+    """uvicorn on a given port, so the browser can reconnect to the same address after a restart."""
+    proc = subprocess.Popen(
+        [
+            str(VENV_BIN / "uvicorn"),
+            "controlplane.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--timeout-graceful-shutdown",
+            "1",
+        ],
+        cwd=ROOT,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: http_get(base + "/healthz", timeout=1)[0] == 200, 30, "uvicorn", proc)
+        yield base
+    finally:
+        stop(proc)
+
+
+def test_panel_reconnects_and_backfills_the_gap_from_the_history_api(
+    page: Any, viewer: Any, deployed_topologies: list[Any]
+) -> None:
+    topology = deployed_topologies[0]
+    port = free_port()
+    with asgi_on(port) as base:
+        login(page, base, viewer)
+        store(topology, snapshot_of(topology.pk))
+        page.goto(f"{base}/topologies/{topology.pk}/")
+        page.wait_for_function("() => document.getElementById('telemetry-live').dataset.liveState === 'live'")
+    page.wait_for_function("() => document.getElementById('telemetry-live').dataset.liveState === 'offline'")
+    assert "reconnecting" in page.inner_text("#telemetry-live [data-live-text]")
+    # While the page is cut off, collections go on and are stored.
+    missed = time.time()
+    for k in range(3):
+        snap = snapshot_of(topology.pk)
+        snap["ts"] = missed + k
+        snap["totals"]["hit_rate"] = 0.77
+        store(topology, snap)
+    with asgi_on(port):
+        page.wait_for_function(
+            "() => document.getElementById('telemetry-live').dataset.backfill !== undefined", timeout=30_000
+        )
+        backfill = json.loads(page.get_attribute("#telemetry-live", "data-backfill") or "{}")
+    assert backfill["from"] < missed and backfill["to"] > missed + 2
+    assert backfill["points"] >= 3, backfill
