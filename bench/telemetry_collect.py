@@ -122,6 +122,29 @@ async def prepare(info: dict, requests: int) -> None:
         await asyncio.gather(*(one(i) for i in range(requests)))
 
 
+def scratch_topology():  # type: ignore[no-untyped-def]
+    """Django set up on DATABASE_URL (migrated), with a topology to store the benchmark's collections."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from clusters.models import Cluster
+    from topologies.models import Topology
+    from topologies.presets import preset_spec
+    from topologies.services import topology_create
+
+    call_command("migrate", verbosity=0)
+    cluster, _ = Cluster.objects.get_or_create(
+        name="bench-telemetry", defaults={"auth_method": "token", "server": "http://127.0.0.1:9"}
+    )
+    found = Topology.objects.filter(cluster=cluster).first()
+    return found or topology_create(
+        cluster=cluster, spec=preset_spec("qwen-gpu-nixl", name="bench-telemetry"), actor=None
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -135,6 +158,12 @@ def main() -> None:
         "--no-line-memory",
         action="store_true",
         help="parse every line every time (worst case: all values moved)",
+    )
+    parser.add_argument(
+        "--store",
+        action="store_true",
+        help="also store every collection (points, latest snapshot, push) in the database named by "
+        "DATABASE_URL — use a scratch database; needs the usual Tandem environment variables",
     )
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -155,9 +184,10 @@ def main() -> None:
         asyncio.run(prepare(info, args.warmup_requests))
         targets = [PodTarget(p["name"], p["role"], p["ip"], p["port"], True, "Running") for p in info["pods"]]
         requests = [ScrapeRequest(target=t, want_links=t.role == "decode") for t in targets]
+        topology = scratch_topology() if args.store else None
         scraper = Scraper(line_memory=not args.no_line_memory)
         state = empty_state()
-        scrape_s, derive_s, totals, cpu, points, failures = [], [], [], [], 0, 0
+        scrape_s, derive_s, store_s, totals, cpu, points, failures = [], [], [], [], [], 0, 0
         for round_no in range(args.rounds + 1):
             time.sleep(max(0.0, args.interval - (totals[-1] if totals else 0.0)) if round_no > 1 else 0.0)
             cpu_started = time.process_time()
@@ -165,7 +195,7 @@ def main() -> None:
             results = scraper.scrape(requests, timeout_s=0.8 * args.interval)
             scraped = time.perf_counter()
             snapshot, state, _ = build_snapshot(
-                topology_id=1,
+                topology_id=topology.pk if topology is not None else 1,
                 ts=time.time(),
                 interval_s=args.interval,
                 results=results,
@@ -178,12 +208,18 @@ def main() -> None:
                 events=[],
             )
             points = len(list(snapshot_points(snapshot)))
+            derived = time.perf_counter()
+            if topology is not None:
+                from telemetry.services import telemetry_store
+
+                telemetry_store(topology=topology, snapshot=snapshot, actions={})
             done = time.perf_counter()
             failures += sum(1 for r in results if r.error or r.links_error)
             if round_no == 0:
                 continue  # the first round opens the connections
             scrape_s.append(scraped - started)
-            derive_s.append(done - scraped)
+            derive_s.append(derived - scraped)
+            store_s.append(done - derived)
             totals.append(done - started)
             cpu.append(time.process_time() - cpu_started)
         scraper.close()
@@ -193,6 +229,10 @@ def main() -> None:
             ("rounds measured", str(args.rounds)),
             ("scrape + parse per round, median", f"{statistics.median(scrape_s) * 1000:.0f} ms"),
             ("derive + points per round, median", f"{statistics.median(derive_s) * 1000:.0f} ms"),
+            (
+                "store (bulk insert, latest, push) per round, median",
+                f"{statistics.median(store_s) * 1000:.0f} ms" if args.store else "not measured (--store)",
+            ),
             (
                 "whole collection per round, median / max",
                 f"{median * 1000:.0f} / {max(totals) * 1000:.0f} ms",

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Avg, Count, Max, Min
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
@@ -134,6 +134,17 @@ def _series_map(topology_id: int, names: list[str]) -> dict[str, int]:
     return known
 
 
+def _append_points(rows: list[tuple[int, float]], when: datetime) -> None:
+    """One multi-row append of narrow rows (no model instances: this runs every interval for every
+    series). A point that already exists (a repeated collection of the same instant) is left alone."""
+    table = connection.ops.quote_name(Point._meta.db_table)
+    ts = connection.ops.adapt_datetimefield_value(when)
+    # the table name comes from the model; every value is a query parameter
+    sql = f"INSERT INTO {table} (series_id, ts, value) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.executemany(sql, [(series_id, ts, value) for series_id, value in rows])
+
+
 @transaction.atomic
 def telemetry_store(
     *,
@@ -148,10 +159,7 @@ def telemetry_store(
     points = list(snapshot_points(snapshot))
     if points:
         ids = _series_map(topology.pk, [name for name, _ in points])
-        Point.objects.bulk_create(
-            [Point(series_id=ids[name], ts=when, value=value) for name, value in points],
-            ignore_conflicts=True,
-        )
+        _append_points([(ids[name], value) for name, value in points], when)
     if open_alerts is None:
         open_alerts = {
             a.metric: a for a in TelemetryAlert.objects.filter(topology=topology, resolved__isnull=True)
