@@ -143,11 +143,11 @@
       card.appendChild(host);
       container.appendChild(card);
       const opts = {
-        width: width(card), height: 190, cursor: { drag: { x: false, y: false } },
+        width: width(card), height: 210, cursor: { drag: { x: false, y: false } },
         legend: { live: true },
         scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [Math.min(0, lo || 0), Math.max(hi || 1, c.unit === "%" ? 1 : 0.001)]; } } },
         axes: [
-          { label: "time (local)", labelSize: 18, size: 36 },
+          { label: "time (local)", labelSize: 16, size: 58, labelGap: 4 },
           { label: c.unit, labelSize: 18, size: 58, values: axisValues(c.unit) },
         ],
         series: [{ label: "time" }].concat(c.series.map(function (s, i) {
@@ -172,7 +172,7 @@
           ch.plot.setScale("x", { min: min, max: now });
         });
       },
-      resize: function () { charts.forEach(function (ch) { ch.plot.setSize({ width: width(ch.card), height: 190 }); }); },
+      resize: function () { charts.forEach(function (ch) { ch.plot.setSize({ width: width(ch.card), height: 210 }); }); },
     };
   }
 

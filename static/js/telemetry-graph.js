@@ -91,7 +91,7 @@
       const t = links.length > 1 ? 0.3 + 0.4 * ((i * 0.618) % 1) : 0.5;
       const lx = x1 + (x2 - x1) * t, ly = y1 + (y2 - y1) * t;
       const text = linkLabel(link);
-      const w = text.length * 6.6 + 12;
+      const w = text.length * 7.4 + 14;
       const label = svg("g", { class: "pd-label edge-" + link.state, "data-link-label": link.prefill + "->" + link.decode });
       label.appendChild(svg("rect", { x: lx - w / 2, y: ly - 10, width: w, height: 19, rx: 9 }));
       label.appendChild(svg("text", { x: lx, y: ly + 4, "text-anchor": "middle" }, text));
