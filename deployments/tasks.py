@@ -22,6 +22,10 @@ def worker_name() -> str:
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=None,
+    # The job bounds itself (ready timeout per attempt, short timeouts on every cluster call), so the
+    # global task time limit, sized for short tasks, must not cut a deploy and its rollback short.
+    soft_time_limit=4 * 3600,
+    time_limit=4 * 3600 + 60,
 )
 def run_deployment(self: Task, deployment_id: int) -> str:
     """Run or resume one deployment; idempotent (the database claim decides who runs it)."""

@@ -161,3 +161,11 @@ def test_viewer_cannot_change_the_deploy_policy(api_client, viewer, topology):
     url = f"/api/v1/topologies/{topology.pk}/deploy-policy/"
     assert api_client.get(url).status_code == 200
     assert api_client.put(url, {"ready_timeout_seconds": 60, "auto_rollback": True}).status_code == 403
+
+
+def test_scale_beyond_the_rebalancing_bounds_names_the_spec_field(as_operator, topology):
+    response = as_operator.post(f"/api/v1/topologies/{topology.pk}/scale/", {"role": "decode", "replicas": 7})
+    assert response.status_code == 400
+    fields = response.json()["error"]["fields"]
+    assert "roles.decode.replicas" in fields and "1..3" in fields["roles.decode.replicas"][0]
+    assert topology.revisions.count() == 1
