@@ -135,14 +135,25 @@ def _series_map(topology_id: int, names: list[str]) -> dict[str, int]:
 
 
 def _append_points(rows: list[tuple[int, float]], when: datetime) -> None:
-    """One multi-row append of narrow rows (no model instances: this runs every interval for every
-    series). A point that already exists (a repeated collection of the same instant) is left alone."""
+    """Append one collection's points in one statement, without model instances (this runs every
+    interval for every series). A point that already exists (a repeated collection of the same
+    instant) is left alone."""
     table = connection.ops.quote_name(Point._meta.db_table)
     ts = connection.ops.adapt_datetimefield_value(when)
     # the table name comes from the model; every value is a query parameter
-    sql = f"INSERT INTO {table} (series_id, ts, value) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"  # noqa: S608
     with connection.cursor() as cursor:
-        cursor.executemany(sql, [(series_id, ts, value) for series_id, value in rows])
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"INSERT INTO {table} (series_id, ts, value) "  # noqa: S608
+                "SELECT s, %s::timestamptz, v FROM unnest(%s::bigint[], %s::double precision[]) AS u(s, v) "
+                "ON CONFLICT DO NOTHING",
+                [ts, [series_id for series_id, _ in rows], [value for _, value in rows]],
+            )
+        else:
+            cursor.executemany(
+                f"INSERT INTO {table} (series_id, ts, value) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",  # noqa: S608
+                [(series_id, ts, value) for series_id, value in rows],
+            )
 
 
 @transaction.atomic
@@ -166,7 +177,8 @@ def telemetry_store(
         }
     for event in _apply_alerts(topology, snapshot, actions, open_alerts, when):
         snapshot["events"].append(event)
-    LatestSnapshot.objects.update_or_create(topology=topology, defaults={"ts": when, "data": snapshot})
+    if not LatestSnapshot.objects.filter(topology=topology).update(ts=when, data=snapshot):
+        LatestSnapshot.objects.create(topology=topology, ts=when, data=snapshot)
     transaction.on_commit(lambda: cache.set_snapshot(snapshot))
     broadcast_on_commit(
         topology_group(topology.pk), dict(TelemetryMessage(kind="telemetry", snapshot=snapshot))
