@@ -188,9 +188,13 @@ def test_live_page_shows_rising_hit_rate_then_a_red_link_explained_and_stale_whe
                 'document.querySelector(`#overview-table tr[data-topology-id="${id}"]`).dataset.health)',
                 arg=topology.pk,
             )
-            reason = page.locator(f'#overview-table tr[data-topology-id="{topology.pk}"] [data-cell="reason"]')
+            reason = page.locator(
+                f'#overview-table tr[data-topology-id="{topology.pk}"] [data-cell="reason"]'
+            )
             assert "KV" in reason.inner_text()
-            assert f"{decode.name} cannot pull KV from {prefill.name}" in (reason.get_attribute("title") or "")
+            assert f"{decode.name} cannot pull KV from {prefill.name}" in (
+                reason.get_attribute("title") or ""
+            )
             page.screenshot(path=str(SHOTS / "telemetry-overview.png"), full_page=True)
 
             # Data stops: the panel turns grey and says for how long nothing arrived.
