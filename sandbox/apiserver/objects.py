@@ -11,13 +11,12 @@ from __future__ import annotations
 import copy
 import secrets
 import uuid
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
 
+from sandbox.apiserver import collector, ssa
 from sandbox.apiserver import patch as patching
-from sandbox.apiserver import ssa
 from sandbox.apiserver.defaults import apply_builtin_defaults
 from sandbox.apiserver.errors import (
     ApiError,
@@ -26,6 +25,15 @@ from sandbox.apiserver.errors import (
     conflict,
     not_found,
     unsupported_media_type,
+)
+from sandbox.apiserver.meta import (
+    comparable,
+    decode_json,
+    get_by_path,
+    now_iso,
+    qos_class,
+    set_by_path,
+    spec_part,
 )
 from sandbox.apiserver.resources import Registry, ResourceType
 from sandbox.apiserver.selectors import (
@@ -37,6 +45,8 @@ from sandbox.apiserver.selectors import (
 from sandbox.apiserver.storage import Store
 from sandbox.apiserver.validation import prepare_custom, validate
 
+__all__ = ["Api", "get_by_path", "now_iso", "set_by_path"]
+
 NO_GENERATION = {"events", "configmaps", "secrets", "endpoints", "namespaces", "nodes", "serviceaccounts"}
 # Fields a write can never change, whatever the body says.
 IMMUTABLE_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
@@ -44,40 +54,6 @@ IMMUTABLE_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGrac
 RETURN_DELETED_OBJECT = {"pods", "services", "serviceaccounts"}
 KEEP_STATUS_ON_CREATE = {"namespaces", "nodes", "services", "customresourcedefinitions"}
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-
-
-def now_iso(offset_seconds: float = 0) -> str:
-    return (datetime.now(UTC) + timedelta(seconds=offset_seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _spec_part(obj: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
-
-
-def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
-    result = copy.deepcopy(obj)
-    meta = result.get("metadata", {})
-    meta.pop("resourceVersion", None)
-    for entry in meta.get("managedFields") or []:
-        entry.pop("time", None)
-    return result
-
-
-def get_by_path(obj: dict[str, Any], path: str) -> Any:
-    node: Any = obj
-    for key in path.strip(".").split("."):
-        if not isinstance(node, dict):
-            return None
-        node = node.get(key)
-    return node
-
-
-def set_by_path(obj: dict[str, Any], path: str, value: Any) -> None:
-    keys = path.strip(".").split(".")
-    node = obj
-    for key in keys[:-1]:
-        node = node.setdefault(key, {})
-    node[keys[-1]] = value
 
 
 class Api:
@@ -187,7 +163,7 @@ class Api:
         if self.find(rt, namespace, meta["name"]) is not None:
             raise already_exists(rt.plural, rt.group, meta["name"])
         if rt.plural == "pods":
-            body["status"] = {"phase": "Pending", "qosClass": _qos_class(body)}
+            body["status"] = {"phase": "Pending", "qosClass": qos_class(body)}
         meta = body["metadata"]
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_iso()
@@ -203,7 +179,7 @@ class Api:
         return copy.deepcopy(body)
 
     # -- update -------------------------------------------------------------------------------
-    def _commit_update(
+    def commit_update(
         self,
         rt: ResourceType,
         old: dict[str, Any],
@@ -237,12 +213,12 @@ class Api:
         if subresource != "status":
             new = self._decode(rt, new, strict)
             validate(rt, new)
-        if "generation" in old_meta and _spec_part(old) != _spec_part(new):
+        if "generation" in old_meta and spec_part(old) != spec_part(new):
             new["metadata"]["generation"] = old_meta["generation"] + 1
         if manager is not None:
             new["metadata"]["managedFields"] = copy.deepcopy(old_meta.get("managedFields") or [])
             ssa.record_update(old, new, manager, rt.api_version, subresource)
-        if _comparable(old) == _comparable(new):
+        if comparable(old) == comparable(new):
             return old
         if dry_run:
             return new
@@ -273,7 +249,7 @@ class Api:
             raise bad_request(f"the name of the object ({given}) does not match the name on the URL ({name})")
         old = self.get(rt, namespace, name)
         self._check_rv(rt, old, body)
-        return self._commit_update(
+        return self.commit_update(
             rt, old, body, manager=manager, subresource=subresource, dry_run=dry_run, strict=strict
         )
 
@@ -299,7 +275,7 @@ class Api:
         """Returns (HTTP code, object): 201 when a server-side apply created the object."""
         content_type = content_type.split(";")[0].strip()
         try:
-            body = yaml.safe_load(raw) if content_type == "application/apply-patch+yaml" else _json(raw)
+            body = yaml.safe_load(raw) if content_type == "application/apply-patch+yaml" else decode_json(raw)
         except yaml.YAMLError as exc:
             raise bad_request(f"error decoding YAML: {exc}") from exc
         if content_type == "application/apply-patch+yaml":
@@ -326,7 +302,7 @@ class Api:
         if not isinstance(new, dict):
             raise bad_request("the patch did not produce an object")
         self._check_rv(rt, old, new)
-        result = self._commit_update(
+        result = self.commit_update(
             rt,
             old,
             new,
@@ -371,66 +347,7 @@ class Api:
             )
         self._check_rv(rt, old, config)
         new = ssa.apply(old, config, manager, rt.api_version, force=force)
-        return 200, self._commit_update(rt, old, new, manager=None, dry_run=dry_run)
-
-    # -- scale --------------------------------------------------------------------------------
-    def get_scale(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Any]:
-        assert rt.scale is not None
-        obj = self.get(rt, namespace, name)
-        meta = obj["metadata"]
-        if rt.scale.label_selector:
-            selector = get_by_path(obj, rt.scale.label_selector) or ""
-        else:
-            from sandbox.apiserver.selectors import selector_to_string
-
-            selector = selector_to_string(obj.get("spec", {}).get("selector"))
-        status: dict[str, Any] = {"replicas": get_by_path(obj, rt.scale.status_replicas) or 0}
-        if selector:
-            status["selector"] = selector
-        return {
-            "kind": "Scale",
-            "apiVersion": "autoscaling/v1",
-            "metadata": {
-                k: meta[k]
-                for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
-                if k in meta
-            },
-            "spec": {"replicas": get_by_path(obj, rt.scale.spec_replicas) or 0},
-            "status": status,
-        }
-
-    def update_scale(
-        self, rt: ResourceType, namespace: str, name: str, scale: dict[str, Any], *, manager: str
-    ) -> dict[str, Any]:
-        assert rt.scale is not None
-        replicas = (scale.get("spec") or {}).get("replicas")
-        if not isinstance(replicas, int) or replicas < 0:
-            raise ApiError(
-                422,
-                "Invalid",
-                f'Scale.autoscaling "{name}" is invalid: spec.replicas: Invalid value: {replicas}: '
-                "must be greater than or equal to 0",
-                details={
-                    "name": name,
-                    "group": "autoscaling",
-                    "kind": "Scale",
-                    "causes": [
-                        {
-                            "reason": "FieldValueInvalid",
-                            "message": f"Invalid value: {replicas}: must be greater than or equal to 0",
-                            "field": "spec.replicas",
-                        }
-                    ],
-                },
-            )
-        old = self.get(rt, namespace, name)
-        rv = (scale.get("metadata") or {}).get("resourceVersion")
-        if rv and rv != old["metadata"]["resourceVersion"]:
-            raise conflict(rt.plural, rt.group, name)
-        new = copy.deepcopy(old)
-        set_by_path(new, rt.scale.spec_replicas, replicas)
-        self._commit_update(rt, old, new, manager=manager)
-        return self.get_scale(rt, namespace, name)
+        return 200, self.commit_update(rt, old, new, manager=None, dry_run=dry_run)
 
     # -- delete -------------------------------------------------------------------------------
     def delete(
@@ -451,7 +368,7 @@ class Api:
         if dry_run:
             return obj
         if propagation == "Orphan":
-            self._orphan(meta["uid"])
+            collector.orphan(self, meta["uid"])
         if rt.plural == "pods":
             grace = (
                 grace_seconds
@@ -496,37 +413,7 @@ class Api:
     def _remove(self, rt: ResourceType, obj: dict[str, Any]) -> None:
         meta = obj["metadata"]
         self.store.remove(rt.group, rt.plural, meta.get("namespace", ""), meta["name"], self.store.next_rv())
-        self._collect_dependents(meta["uid"])
-
-    def _dependents(self, uid: str) -> list[tuple[ResourceType, dict[str, Any]]]:
-        found = []
-        for rt in self.registry.types():
-            if not rt.namespaced:
-                continue
-            for obj in self.store.iter(rt.group, rt.plural):
-                refs = obj["metadata"].get("ownerReferences") or []
-                if any(ref.get("uid") == uid for ref in refs):
-                    found.append((rt, obj))
-        return found
-
-    def _collect_dependents(self, uid: str) -> None:
-        for rt, obj in self._dependents(uid):
-            meta = obj["metadata"]
-            remaining = [r for r in meta.get("ownerReferences") or [] if r.get("uid") != uid]
-            if remaining:
-                continue
-            try:
-                self.delete(rt, meta.get("namespace", ""), meta["name"])
-            except ApiError:
-                continue
-
-    def _orphan(self, uid: str) -> None:
-        for rt, obj in self._dependents(uid):
-            new = copy.deepcopy(obj)
-            new["metadata"]["ownerReferences"] = [
-                r for r in new["metadata"].get("ownerReferences") or [] if r.get("uid") != uid
-            ]
-            self._commit_update(rt, obj, new, manager=None)
+        collector.collect_dependents(self, meta["uid"])
 
     # -- helpers for controllers --------------------------------------------------------------
     def write_status(
@@ -538,40 +425,11 @@ class Api:
         if stored is None or stored.get("status") == status:
             return obj
         # _commit_update copies `stored` before changing anything.
-        return self._commit_update(
+        return self.commit_update(
             rt, stored, {"metadata": {}, "status": status}, manager=manager, subresource="status"
         )
 
     def write(self, rt: ResourceType, obj: dict[str, Any], manager: str) -> dict[str, Any]:
         """Controller update of metadata/spec against the stored object (no rv precondition)."""
         current = self.get(rt, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
-        return self._commit_update(rt, current, copy.deepcopy(obj), manager=manager)
-
-
-def _json(raw: bytes) -> Any:
-    import json
-
-    try:
-        return json.loads(raw or b"null")
-    except ValueError as exc:
-        raise bad_request(f"error decoding JSON: {exc}") from exc
-
-
-def _qos_class(pod: dict[str, Any]) -> str:
-    containers = pod.get("spec", {}).get("containers") or []
-    if not any(
-        (c.get("resources") or {}).get("requests") or (c.get("resources") or {}).get("limits")
-        for c in containers
-    ):
-        return "BestEffort"
-    for c in containers:
-        res = c.get("resources") or {}
-        limits = res.get("limits") or {}
-        requests = res.get("requests") or limits
-        if (
-            not limits
-            or set(limits) < {"cpu", "memory"}
-            or any(requests.get(k) != v for k, v in limits.items())
-        ):
-            return "Burstable"
-    return "Guaranteed"
+        return self.commit_update(rt, current, copy.deepcopy(obj), manager=manager)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hmac
 import json
@@ -13,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sandbox.apiserver import discovery, openapi, protobuf, table
+from sandbox.apiserver import discovery, logs, openapi, protobuf, scale, table
 from sandbox.apiserver import watch as watching
 from sandbox.apiserver.errors import ApiError, bad_request, method_not_allowed, unauthorized
 from sandbox.apiserver.objects import Api
@@ -24,9 +23,6 @@ from sandbox.apiserver.ssa import manager_from_user_agent
 log = logging.getLogger("sandbox.apiserver")
 PUBLIC_PATHS = {"/version", "/healthz", "/livez", "/readyz"}
 DEFAULT_WATCH_TIMEOUT = 1800.0
-FOLLOW_INTERVAL = 0.5
-# (namespace, pod name, container or None, previous) → log lines; raises ApiError when unavailable.
-LogSource = Callable[[str, str, str | None, bool], list[str]]
 
 
 @dataclass(frozen=True)
@@ -53,7 +49,7 @@ class ApiServer:
         self.api = api
         self.token = token
         self.log_requests = log_requests
-        self.log_source: LogSource | None = None
+        self.log_source: logs.LogSource | None = None
         self.server_address = "127.0.0.1:0"
 
     def app(self) -> web.Application:
@@ -179,11 +175,11 @@ class ApiServer:
         if verb == "get":
             assert t.name is not None
             if t.subresource == "scale":
-                return _json_response(self.api.get_scale(rt, namespace, t.name))
+                return _json_response(scale.get_scale(self.api, rt, namespace, t.name))
             if t.subresource == "log":
                 if _truthy(q.get("follow")):
-                    return await self._follow_logs(request, namespace, t.name)
-                return self._logs(namespace, t.name, q)
+                    return await logs.follow(self.api, self.log_source, request, namespace, t.name)
+                return logs.read(self.api, self.log_source, namespace, t.name, q)
             obj = self.api.get(rt, namespace, t.name)
             if table.wants_table(accept):
                 return _json_response(
@@ -343,53 +339,6 @@ class ApiServer:
             pass
         return response
 
-    def _log_lines(self, namespace: str, name: str, q: Any) -> list[str]:
-        self.api.get(self.api.registry.by_key("", "pods"), namespace, name)
-        if self.log_source is None:
-            raise bad_request(f'pod "{name}" has no logs yet')
-        return list(self.log_source(namespace, name, q.get("container"), _truthy(q.get("previous"))))
-
-    @staticmethod
-    def _tail(lines: list[str], q: Any) -> list[str]:
-        tail = q.get("tailLines")
-        if tail is not None and int(tail) >= 0:
-            return lines[-int(tail) :] if int(tail) else []
-        return lines
-
-    def _logs(self, namespace: str, name: str, q: Any) -> web.Response:
-        return web.Response(
-            text=_text(self._tail(self._log_lines(namespace, name, q), q)), content_type="text/plain"
-        )
-
-    async def _follow_logs(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
-        """`follow=true`: what is there, then new lines as they come, until the pod goes away."""
-        q = request.query
-        uid = self.api.get(self.api.registry.by_key("", "pods"), namespace, name)["metadata"]["uid"]
-        seen = self._log_lines(namespace, name, q)
-        response = web.StreamResponse(
-            status=200, headers={"Content-Type": "text/plain", "Transfer-Encoding": "chunked"}
-        )
-        await response.prepare(request)
-        try:
-            await response.write(_text(self._tail(seen, q)).encode())
-            while True:
-                await asyncio.sleep(FOLLOW_INTERVAL)
-                pod = self.api.store.peek("", "pods", namespace, name)
-                if pod is None or pod["metadata"]["uid"] != uid:
-                    break
-                try:
-                    current = self._log_lines(namespace, name, q)
-                except ApiError:
-                    break
-                fresh = new_lines(seen, current)
-                if fresh:
-                    await response.write(_text(fresh).encode())
-                seen = current
-            await response.write_eof()
-        except (ConnectionResetError, RuntimeError):
-            pass
-        return response
-
     async def _delete(self, request: web.Request, t: Target) -> web.Response:
         assert t.name is not None
         q = request.query
@@ -423,9 +372,9 @@ class ApiServer:
     async def _scale_write(self, request: web.Request, t: Target, manager: str) -> web.Response:
         assert t.name is not None
         namespace = t.namespace or ""
-        current = self.api.get_scale(t.rt, namespace, t.name)
+        current = scale.get_scale(self.api, t.rt, namespace, t.name)
         if request.method == "PUT":
-            scale = await self._body(request)
+            wanted = await self._body(request)
         else:
             from sandbox.apiserver import patch as patching
 
@@ -433,28 +382,12 @@ class ApiServer:
             content_type = request.headers.get("Content-Type", "").split(";")[0]
             body = json.loads(raw or b"{}")
             if content_type == "application/json-patch+json":
-                scale = patching.json_patch(current, body)
+                wanted = patching.json_patch(current, body)
             elif content_type == "application/strategic-merge-patch+json":
-                scale = patching.strategic_merge_patch(current, body)
+                wanted = patching.strategic_merge_patch(current, body)
             else:
-                scale = patching.merge_patch(current, body)
-        return _json_response(self.api.update_scale(t.rt, namespace, t.name, scale, manager=manager))
-
-
-def _text(lines: list[str]) -> str:
-    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-
-
-def new_lines(seen: list[str], current: list[str]) -> list[str]:
-    """Lines of `current` after what `seen` already showed (the log may have dropped old lines)."""
-    if not seen:
-        return current
-    if current[: len(seen)] == seen:
-        return current[len(seen) :]
-    for overlap in range(min(len(seen), len(current)), 0, -1):
-        if current[:overlap] == seen[-overlap:]:
-            return current[overlap:]
-    return current
+                wanted = patching.merge_patch(current, body)
+        return _json_response(scale.update_scale(self.api, t.rt, namespace, t.name, wanted, manager=manager))
 
 
 def _access_review(body: dict[str, Any]) -> dict[str, Any]:

@@ -191,5 +191,42 @@ def merge_conditions(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> li
     return sorted(by_type.values(), key=lambda c: order.index(c["type"]) if c["type"] in order else 99)
 
 
+def pod_status(
+    pod: dict[str, Any],
+    statuses_by_name: dict[str, dict[str, Any]],
+    phase: str,
+    host_ip: str,
+    pod_ip: str,
+    started_at: str,
+) -> dict[str, Any]:
+    """The pod's status from its container statuses: phase, addresses, conditions (pure)."""
+    status = dict(pod.get("status") or {})
+    statuses = [
+        statuses_by_name.get(ct["name"]) or waiting(ct["name"], ct["image"], "ContainerCreating")
+        for ct in pod["spec"].get("containers") or []
+    ]
+    all_ready = bool(statuses) and all(s.get("ready") for s in statuses)
+    status["phase"] = phase
+    status["hostIP"] = host_ip
+    status["hostIPs"] = [{"ip": host_ip}]
+    if pod_ip:
+        status["podIP"] = pod_ip
+        status["podIPs"] = [{"ip": pod_ip}]
+    if started_at:
+        status["startTime"] = started_at
+    status["containerStatuses"] = statuses
+    reason = None if all_ready else "ContainersNotReady"
+    not_ready = [s["name"] for s in statuses if not s.get("ready")]
+    message = f"containers with unready status: [{' '.join(not_ready)}]" if not_ready else None
+    conditions = [
+        condition("PodReadyToStartContainers", bool(pod_ip)),
+        condition("Initialized", bool(pod_ip)),
+        condition("Ready", all_ready, reason, message),
+        condition("ContainersReady", all_ready, reason, message),
+    ]
+    status["conditions"] = merge_conditions(status.get("conditions") or [], conditions)
+    return status
+
+
 def next_backoff(current: float) -> float:
     return BACKOFF_START if current <= 0 else min(BACKOFF_CAP, current * 2)

@@ -174,32 +174,8 @@ class Kubelet(Reconciler):
     def _write(
         self, state: PodState, pod: dict[str, Any], phase: str, extra: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        status = dict(pod.get("status") or {})
-        spec_containers = pod["spec"].get("containers") or []
-        statuses = [
-            state.statuses.get(ct["name"]) or c.waiting(ct["name"], ct["image"], "ContainerCreating")
-            for ct in spec_containers
-        ]
-        all_ready = bool(statuses) and all(s.get("ready") for s in statuses)
-        status["phase"] = phase
-        status["hostIP"] = f"127.{self.ips.net}.0.{state.node.rsplit('-', 1)[-1]}"
-        status["hostIPs"] = [{"ip": status["hostIP"]}]
-        if state.ip:
-            status["podIP"] = state.ip
-            status["podIPs"] = [{"ip": state.ip}]
-        if state.started_at:
-            status["startTime"] = state.started_at
-        status["containerStatuses"] = statuses
-        reason = None if all_ready else "ContainersNotReady"
-        not_ready = [s["name"] for s in statuses if not s.get("ready")]
-        message = f"containers with unready status: [{' '.join(not_ready)}]" if not_ready else None
-        conditions = [
-            c.condition("PodReadyToStartContainers", bool(state.ip)),
-            c.condition("Initialized", bool(state.ip)),
-            c.condition("Ready", all_ready, reason, message),
-            c.condition("ContainersReady", all_ready, reason, message),
-        ]
-        status["conditions"] = c.merge_conditions(status.get("conditions") or [], conditions)
+        host_ip = f"127.{self.ips.net}.0.{state.node.rsplit('-', 1)[-1]}"
+        status = c.pod_status(pod, state.statuses, phase, host_ip, state.ip, state.started_at)
         status.update(extra or {})
         return self.api.write_status(self.rt("", "pods"), pod, status, self.name)
 

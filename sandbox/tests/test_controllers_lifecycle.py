@@ -50,7 +50,9 @@ def test_sigterm_stops_the_sandbox_within_seconds_with_engines_running(tmp_path)
             "default", {"metadata": {"name": "engine"}, "spec": {"containers": [container]}}
         )
         cluster.wait_for(
-            lambda: core.read_namespaced_pod("engine", "default").status.container_statuses[0].ready
+            lambda: any(
+                s.ready for s in core.read_namespaced_pod("engine", "default").status.container_statuses or []
+            )
         )
         server = cluster.server
     finally:

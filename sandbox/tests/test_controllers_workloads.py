@@ -55,7 +55,7 @@ def test_deployment_creates_a_replicaset_whose_pods_become_ready(sandbox_cluster
 
     def available():
         d = apps.read_namespaced_deployment("web", namespace)
-        return d if d.status.available_replicas == 2 else None
+        return d if d.status and d.status.available_replicas == 2 else None
 
     deployment = sandbox_cluster.wait_for(available, message="2 available replicas")
     assert deployment.status.ready_replicas == 2
@@ -80,7 +80,12 @@ def test_deployment_creates_a_replicaset_whose_pods_become_ready(sandbox_cluster
 def test_template_change_rolls_pods_onto_a_new_replicaset(sandbox_cluster, apps, core, namespace):
     apps.create_namespaced_deployment(namespace, _deployment("roll"))
     sandbox_cluster.wait_for(
-        lambda: apps.read_namespaced_deployment("roll", namespace).status.available_replicas == 2
+        lambda: (
+            (
+                apps.read_namespaced_deployment("roll", namespace).status or client.V1DeploymentStatus()
+            ).available_replicas
+            == 2
+        )
     )
     patch = {"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "busybox:1.37"}]}}}}
     apps.patch_namespaced_deployment("roll", namespace, patch)
@@ -90,7 +95,10 @@ def test_template_change_rolls_pods_onto_a_new_replicaset(sandbox_cluster, apps,
         pods = core.list_namespaced_pod(namespace, label_selector="app=roll").items
         images = {p.spec.containers[0].image for p in pods}
         done = (
-            d.status.updated_replicas == 2 and d.status.available_replicas == 2 and images == {"busybox:1.37"}
+            d.status is not None
+            and d.status.updated_replicas == 2
+            and d.status.available_replicas == 2
+            and images == {"busybox:1.37"}
         )
         return d if done and len(pods) == 2 else None
 
