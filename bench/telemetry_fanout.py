@@ -6,6 +6,7 @@ collection task does, and prints delivery latency (publish → every client's re
 CPU and memory. Target: p99 < 250 ms at 500 clients and 1 update/s.
 
     .venv/bin/python bench/telemetry_fanout.py [--clients 500] [--seconds 30] [--rate 1] [--layer both]
+    .venv/bin/python bench/telemetry_fanout.py --layer-only   # the channel layer alone, no websockets
 
 Environment (defaults suit a developer machine with local PostgreSQL and Redis):
 ``BENCH_DATABASE_URL`` (postgres://postgres@127.0.0.1:5432/tandem_bench, created and migrated when
@@ -253,6 +254,45 @@ async def run(clients: int, seconds: float, rate: float) -> None:
     print(f"  server RSS idle / busy   {rss_idle:8.1f} / {rss_busy:.1f} MB")
 
 
+async def run_layer_only(clients: int, seconds: float, rate: float) -> None:
+    """The channel layer alone: N channels of one process in a group, no websockets, no server."""
+    from channels.layers import get_channel_layer
+
+    from controlplane.broadcast import overview_group
+
+    layer = get_channel_layer()
+    assert layer is not None
+    group = overview_group() + ".bench"
+    channels = [await layer.new_channel() for _ in range(clients)]
+    for channel in channels:
+        await layer.group_add(group, channel)
+    latencies: list[float] = []
+
+    async def receive(channel: str) -> None:
+        while True:
+            message = await layer.receive(channel)
+            latencies.append(time.time() - message["sent"])
+
+    tasks = [asyncio.create_task(receive(channel)) for channel in channels]
+    await asyncio.sleep(0.5)
+    updates = max(1, int(seconds * rate))
+    for _ in range(updates):
+        await layer.group_send(group, {"type": "bench.event", "sent": time.time()})
+        await asyncio.sleep(1 / rate)
+    await asyncio.sleep(1.0)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for channel in channels:
+        await layer.group_discard(group, channel)
+    ms = [v * 1000 for v in latencies]
+    print(
+        f"channel layer only ({os.environ['CHANNEL_LAYER']}): {clients} channels in one process, "
+        f"{updates} updates: delivered {len(ms)}/{updates * clients}, "
+        f"p50 {quantile(ms, 0.5):.1f} ms, p99 {quantile(ms, 0.99):.1f} ms"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=500)
@@ -261,10 +301,14 @@ def main() -> None:
     parser.add_argument(
         "--layer", choices=("pubsub", "core", "both"), default="both", help="channel layer (CHANNEL_LAYER)"
     )
+    parser.add_argument(
+        "--layer-only", action="store_true", help="measure the channel layer alone (no server, no websockets)"
+    )
     args = parser.parse_args()
     if args.layer == "both":  # each layer in a fresh process: settings are read once per process
         for layer in ("pubsub", "core"):
             argv = [f"--clients={args.clients}", f"--seconds={args.seconds}", f"--rate={args.rate}"]
+            argv += ["--layer-only"] if args.layer_only else []
             subprocess.run([sys.executable, __file__, *argv, f"--layer={layer}"], check=True)
         return
     apply_env(CHANNEL_LAYER=args.layer)
@@ -272,6 +316,9 @@ def main() -> None:
     import django
 
     django.setup()
+    if args.layer_only:
+        asyncio.run(run_layer_only(args.clients, args.seconds, args.rate))
+        return
     asyncio.run(run(args.clients, args.seconds, args.rate))
 
 
