@@ -9,6 +9,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from sandbox.testing import SandboxCluster
+
 
 @pytest.fixture
 def core(sandbox_cluster):
@@ -173,25 +175,39 @@ def test_accelerator_no_node_offers_is_pending_with_failed_scheduling(sandbox_cl
     assert pod.spec.node_name is None
 
 
-def test_requests_beyond_free_capacity_wait_until_capacity_frees(sandbox_cluster, core, namespace):
-    big = {"limits": {"huawei.com/ascend-1980": "8"}}
-    names = [f"full-{i}" for i in range(5)]
-    for name in names:
-        core.create_namespaced_pod(namespace, _engine_pod(name, ["vllm", "serve", "m"], resources=big))
+def test_requests_beyond_free_capacity_wait_until_capacity_frees():
+    # Its own small cluster, so capacity held by other tests cannot interfere.
+    with SandboxCluster(nodes=2, kthena=False, accelerators=["example.com/npu=4"]) as cluster:
+        core = client.CoreV1Api(cluster.api_client())
+        big = {"limits": {"example.com/npu": "4"}}
+        names = [f"full-{i}" for i in range(3)]
+        for name in names:
+            core.create_namespaced_pod("default", _engine_pod(name, ["vllm", "serve", "m"], resources=big))
 
-    def placement():
-        pods = [core.read_namespaced_pod(n, namespace) for n in names]
-        bound = [p for p in pods if p.spec.node_name]
-        return pods if len(bound) == 4 else None
+        def placement():
+            pods = [core.read_namespaced_pod(n, "default") for n in names]
+            bound = [p for p in pods if p.spec.node_name]
+            return pods if len(bound) == 2 else None
 
-    pods = sandbox_cluster.wait_for(placement, message="four pods bound, one per node")
-    assert len({p.spec.node_name for p in pods if p.spec.node_name}) == 4
-    waiting = next(p for p in pods if not p.spec.node_name)
-    message = next(c for c in waiting.status.conditions if c.type == "PodScheduled").message
-    assert message.startswith("0/4 nodes are available: 4 Insufficient huawei.com/ascend-1980.")
-    bound = next(p for p in pods if p.spec.node_name)
-    core.delete_namespaced_pod(bound.metadata.name, namespace)
-    sandbox_cluster.wait_for(
-        lambda: core.read_namespaced_pod(waiting.metadata.name, namespace).spec.node_name,
-        message="the waiting pod bound",
-    )
+        pods = cluster.wait_for(placement, message="two pods bound, one per node")
+        assert len({p.spec.node_name for p in pods if p.spec.node_name}) == 2
+        waiting = next(p for p in pods if not p.spec.node_name)
+        message = cluster.wait_for(
+            lambda: next(
+                (
+                    c.message
+                    for c in core.read_namespaced_pod(waiting.metadata.name, "default").status.conditions
+                    or []
+                    if c.type == "PodScheduled"
+                ),
+                None,
+            ),
+            message="the PodScheduled condition",
+        )
+        assert message.startswith("0/2 nodes are available: 2 Insufficient example.com/npu.")
+        bound = next(p for p in pods if p.spec.node_name)
+        core.delete_namespaced_pod(bound.metadata.name, "default")
+        cluster.wait_for(
+            lambda: core.read_namespaced_pod(waiting.metadata.name, "default").spec.node_name,
+            message="the waiting pod bound",
+        )
