@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from telemetry.derive import Window, merge, metrics, pod_window, topology_metrics
-from telemetry.health import SloMetric, SloTrack, evaluate_slo, pod_reason, topology_health
+from telemetry.health import SloMetric, SloTrack, evaluate_slo, pod_reason, slo_step, topology_health
 from telemetry.links import LinkEntry, connector_failure_reason, decode_links
 from telemetry.parse import RawSample
 from telemetry.snapshot import (
@@ -211,8 +211,6 @@ def build_snapshot(
 def _step(
     state: CollectorState, metric: SloMetric, metric_state: SloState, is_open: bool, n: int
 ) -> str | None:
-    from telemetry.health import slo_step
-
     track, action = slo_step(state["slo"].get(metric), metric_state, alert_open=is_open, intervals=n)
     state["slo"][metric] = track
     return action
