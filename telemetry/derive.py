@@ -220,7 +220,15 @@ def metrics(window: Window) -> Metrics:
         if finished > 0:
             out["success_rate"] = ok / finished
             out["error_rate"] = (finished - ok) / finished
+    for name, value in out.items():
+        if isinstance(value, float):
+            out[name] = significant(value)  # type: ignore[literal-required]
     return out
+
+
+def significant(value: float, digits: int = 5) -> float:
+    """``value`` to a few significant digits: what a reading can honestly claim, and compact JSON."""
+    return float(f"{value:.{digits}g}")
 
 
 def topology_metrics(role_windows: dict[str, Window]) -> Metrics:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
-from telemetry.derive import Window, quantile
+from telemetry.derive import Window, quantile, significant
 from telemetry.snapshot import LinkSample, LinkState
 
 DOWN_CODES = frozenset({"LLM_LINK_FAILED", "LLM_WAIT_PROCESS_TIMEOUT", "LLM_NOT_YET_LINK"})
@@ -192,9 +192,9 @@ def decode_links(
                 decode=decode,
                 state=state,
                 status_code=entry["status_code"],
-                xfer_p50_ms=p50,
-                xfer_p95_ms=p95,
-                bytes_per_s=moved / seconds if prev is not None else None,
+                xfer_p50_ms=significant(p50) if p50 is not None else None,
+                xfer_p95_ms=significant(p95) if p95 is not None else None,
+                bytes_per_s=significant(moved / seconds) if prev is not None else None,
                 transfers=int(transfers),
                 failed=int(failed),
                 reason=link_reason(
