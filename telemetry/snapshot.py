@@ -8,6 +8,7 @@ kept as the latest value in Redis (``telemetry.cache``), pushed to the topology'
 Units and conventions (the same everywhere, also in the stored series of ``telemetry.series``):
 
 - ``ts`` is a unix timestamp in seconds (float); ``interval_s`` the seconds the rates cover.
+- Derived values carry five significant digits.
 - Latency quantiles ``ttft_*`` and ``itl_*`` are in SECONDS, estimated from the histogram bucket
   increments of this interval (linear interpolation inside a bucket). ``None`` when no request
   finished in the interval — "no data", never zero.
