@@ -31,6 +31,7 @@ from sandbox.engine.spec import EngineArgumentError, parse_engine_spec
 PROBE_INTERVAL = 0.5  # until Ready
 READY_PROBE_INTERVAL = 5.0  # once Ready, unless the probe's periodSeconds is shorter (upstream default 10 s)
 UNHEALTHY_EVENT_SECONDS = 10.0
+SHUTDOWN_DRAIN_SECONDS = 2.0  # in-flight requests get this long when the whole sandbox stops
 
 
 class _Terminating(Exception):
@@ -100,12 +101,15 @@ class Kubelet(Reconciler):
             self.ips.release(state.ip)
 
     async def close(self) -> None:
+        """Shutdown: stop the pod workers, then let every engine drain briefly (all at once)."""
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        running = [s.key for s in self.pods.values() if s.engine_running]
+        await asyncio.gather(*(self.farm.stop(key, SHUTDOWN_DRAIN_SECONDS) for key in running))
         if self._session is not None:
             await self._session.close()
 

@@ -232,3 +232,11 @@ def test_namespace_deletion_removes_its_contents(core):
     else:
         pytest.fail("namespace still present after 10 s")
     assert core.list_config_map_for_all_namespaces(field_selector=f"metadata.namespace={name}").items == []
+
+
+def test_server_side_dry_run_validates_without_storing(core, namespace):
+    preview = core.create_namespaced_config_map(namespace, _config_map("dry"), dry_run="All")
+    assert preview.metadata.name == "dry"
+    with pytest.raises(ApiException) as exc:
+        core.read_namespaced_config_map("dry", namespace)
+    assert exc.value.status == 404
