@@ -5,7 +5,9 @@ entry pod `ms-g-r-i-0` (label `modelserving.volcano.sh/entry=true`) and `workerR
 pods `ms-g-r-i-1..n`, plus a headless Service named like the entry pod. Every pod carries
 `modelserving.volcano.sh/{name,group-name,role,role-id,revision}` and the template's own labels.
 A template change replaces one serving group at a time (the others stay available); scaling
-`spec.replicas` (also through the scale subresource) adds or drains whole groups.
+`spec.replicas` (also through the scale subresource) adds or drains whole groups. A lost pod is
+recovered per `recoveryPolicy`: `ServingGroupRecreate` recreates its whole group, `RoleRecreate`
+(the default) its role instance (entry + workers), `None` nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 from typing import Any
 
 from sandbox.apiserver.errors import ApiError
+from sandbox.apiserver.objects import Api
 from sandbox.controllers.base import Reconciler, is_pod_ready, now_iso, owned_by, owner_reference
 
 GROUP = "workload.serving.volcano.sh"
@@ -84,9 +87,23 @@ def desired_pods(ms: dict[str, Any], group_index: int) -> list[dict[str, Any]]:
     return pods
 
 
+def recovery_units(pods: list[dict[str, Any]], policy: str) -> list[list[dict[str, Any]]]:
+    """What is recreated together when one pod is lost: the group, or each role instance."""
+    if policy == "ServingGroupRecreate":
+        return [pods]
+    units: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        units.setdefault(pod["metadata"]["labels"][ROLE_ID], []).append(pod)
+    return list(units.values())
+
+
 class ModelServingController(Reconciler):
     name = "modelserving-controller"
     watches = ((GROUP, "modelservings"), ("", "pods"))
+
+    def __init__(self, api: Api) -> None:
+        super().__init__(api)
+        self._created: dict[str, set[str]] = {}  # ModelServing uid → pod names it created
 
     async def reconcile(self) -> None:
         if ("workload.serving.volcano.sh", "modelservings") not in {
@@ -137,21 +154,42 @@ class ModelServingController(Reconciler):
                 stale = live is not None and live["metadata"].get("labels", {}).get(REVISION) != revision
                 if stale and live is not None and not live["metadata"].get("deletionTimestamp"):
                     self._delete(pods_rt, namespace, pod["metadata"]["name"])
+        created = self._created.setdefault(uid, set())
+        policy = ms["spec"].get("recoveryPolicy", "RoleRecreate")
         for pods in wanted.values():
-            for pod in pods:
-                pod_name = pod["metadata"]["name"]
-                if pod_name in existing:
-                    continue
-                pod["metadata"]["ownerReferences"] = [owner_reference(ms)]
-                try:
-                    self.api.create(pods_rt, namespace, pod, manager=self.name)
-                except ApiError:
-                    continue
-                if pod["metadata"]["labels"].get(ENTRY) == "true":
-                    self._headless_service(svc_rt, ms, pod)
+            for unit in recovery_units(pods, policy):
+                names = [p["metadata"]["name"] for p in unit]
+                lost = [n for n in names if n not in existing and n in created]
+                if lost and policy == "None":
+                    unit = [p for p in unit if p["metadata"]["name"] not in lost]
+                elif lost:
+                    # A pod of this unit is gone: recreate the whole unit (role instance or group).
+                    for name in names:
+                        live = existing.get(name)
+                        if live is not None and not live["metadata"].get("deletionTimestamp"):
+                            self._delete(pods_rt, namespace, name)
+                    if any(n in existing for n in names):
+                        continue
+                    created.difference_update(names)
+                for pod in unit:
+                    if pod["metadata"]["name"] not in existing:
+                        self._create(pods_rt, svc_rt, ms, pod)
         self._status(ms, group_ready, group_updated, replicas)
 
+    def _create(self, pods_rt: Any, svc_rt: Any, ms: dict[str, Any], pod: dict[str, Any]) -> None:
+        pod["metadata"]["ownerReferences"] = [owner_reference(ms)]
+        try:
+            self.api.create(pods_rt, ms["metadata"]["namespace"], pod, manager=self.name)
+        except ApiError:
+            return
+        self._created.setdefault(ms["metadata"]["uid"], set()).add(pod["metadata"]["name"])
+        if pod["metadata"]["labels"].get(ENTRY) == "true":
+            self._headless_service(svc_rt, ms, pod)
+
     def _delete(self, rt: Any, namespace: str, name: str) -> None:
+        """Deliberate deletions (scale-down, rollout, recovery) are not losses to recover from."""
+        for names in self._created.values():
+            names.discard(name)
         try:
             self.api.delete(rt, namespace, name)
         except ApiError:
