@@ -2,7 +2,7 @@
 
 Strategic merge patch here: maps merge recursively like a merge patch; lists of objects are
 merged by their merge key when both sides carry it (`name`, `containerPort`, `mountPath`,
-`type`, `ip`, `devicePath`); every other list is replaced. The directives kubectl sends
+`type`, `ip`, `devicePath`, `port`); every other list is replaced. The directives kubectl sends
 (`$patch: delete|replace`, `$setElementOrder/...`, `$retainKeys`, `$deleteFromPrimitiveList/...`)
 are honoured or dropped so they never leak into stored objects.
 """
@@ -16,7 +16,7 @@ import jsonpatch
 
 from sandbox.apiserver.errors import ApiError
 
-MERGE_KEYS = ("name", "containerPort", "mountPath", "type", "ip", "devicePath")
+MERGE_KEYS = ("name", "containerPort", "mountPath", "type", "ip", "devicePath", "port")
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
