@@ -70,13 +70,13 @@ def histogram_delta(current: Histogram, previous: Histogram | None) -> Buckets:
     if previous is None:
         return [(le, max(0.0, count)) for le, count in current["buckets"]]
     now, then = current["buckets"], previous["buckets"]
-    if len(now) != len(then) or any(a[0] != b[0] for a, b in zip(now, then, strict=True)):
+    if len(now) != len(then):
         return [(le, max(0.0, count)) for le, count in now]
-    if current["count"] == previous["count"]:
-        return [(le, 0.0) for le, _ in now]  # nothing observed in this interval
     out: Buckets = []
     floor = 0.0
-    for (le, count), (_, earlier) in zip(now, then, strict=True):
+    for (le, count), (bound, earlier) in zip(now, then, strict=True):
+        if le != bound:  # the bucket layout changed: no comparable previous sample
+            return [(le, max(0.0, count)) for le, count in now]
         delta = count - earlier
         if delta > floor:
             floor = delta
@@ -144,6 +144,8 @@ def pod_window(current: RawSample, previous: RawSample | None) -> tuple[Window, 
         before = None if restarted else previous["histograms"].get(name)
         if before is None and not restarted:
             continue  # a family that just appeared: its first window starts now
+        if before is not None and hist["count"] == before["count"]:
+            continue  # nothing observed in this interval: no data, like a family that is absent
         window.hists[name] = histogram_delta(hist, before)
     return window, restarted
 

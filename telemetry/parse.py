@@ -293,6 +293,8 @@ class LineParser:
 
     def __init__(self) -> None:
         self._previous: dict[str, tuple[Entry, ...]] = {}
+        self._last: RawSample | None = None
+        self._kept = 0  # lines read (not skipped) in the previous scrape
 
     def parse(self, text: str, *, ts: float) -> RawSample:
         """Raises ``ValueError`` when the text is not Prometheus text format."""
@@ -304,13 +306,16 @@ class LineParser:
         shorts: list[str] = []
         value_lines: list[str] = []
         value_of: list[tuple[str, str]] = []
+        kept = 0
         for line in text.splitlines():
             if not line:
                 continue
             hit = previous.get(line)
             if hit is not None:
                 current[line] = hit
-                entries.extend(hit)
+                if hit:
+                    entries.extend(hit)
+                    kept += 1
                 continue
             if line[0] == "#":
                 current[line] = ()
@@ -342,8 +347,14 @@ class LineParser:
                 found = classify(name, labels, value)
                 current[line] = found
                 entries.extend(found)
-        self._previous = current
-        return aggregate(entries, ts=ts)
+        # every line we read is the same as last time (none new, none gone): an idle target
+        unchanged = not reduced and not value_lines and kept == self._kept
+        self._previous, self._kept = current, kept + len(reduced) + len(value_lines)
+        if unchanged and self._last is not None:
+            self._last = RawSample(**{**self._last, "ts": ts})
+        else:
+            self._last = aggregate(entries, ts=ts)
+        return self._last
 
 
 def parse_metrics(text: str, *, ts: float) -> RawSample:

@@ -155,3 +155,15 @@ def test_duplicate_lines_count_twice_as_the_exposition_says():
     parser = LineParser()
     assert parser.parse(text, ts=1.0)["gauges"]["waiting"] == 4
     assert parser.parse(text, ts=2.0)["gauges"]["waiting"] == 4
+
+
+def test_an_idle_target_gives_the_same_sample_at_the_new_time_and_a_vanished_family_is_noticed():
+    from telemetry.parse import LineParser
+
+    parser = LineParser()
+    text = vllm_text()
+    first = parser.parse(text, ts=1.0)
+    idle = parser.parse(text, ts=3.0)
+    assert idle["ts"] == 3.0 and {**idle, "ts": 1.0} == first
+    without_waiting = "\n".join(line for line in text.splitlines() if "num_requests_waiting" not in line)
+    assert "waiting" not in parser.parse(without_waiting, ts=5.0)["gauges"]
