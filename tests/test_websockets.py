@@ -9,6 +9,7 @@ from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.core.cache import cache
+from django.db import connections
 from django.test import Client
 from django.urls import path
 
@@ -32,6 +33,14 @@ async def _close_code(communicator: WebsocketCommunicator) -> int | None:
     message = await communicator.receive_output(timeout=3)
     assert message["type"] == "websocket.close"
     return message.get("code")
+
+
+@pytest.fixture(autouse=True)
+async def _close_database_connections_of_the_async_thread():
+    yield
+    # The session lookups ran in asgiref's worker thread; close its connection so the test
+    # database can be dropped at the end of the run.
+    await sync_to_async(connections.close_all)()
 
 
 @pytest.fixture
