@@ -66,3 +66,12 @@ def apply_builtin_defaults(plural: str, obj: dict[str, Any]) -> None:
             obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = name
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         obj.setdefault("status", {}).setdefault("phase", "Active")
+
+
+def carry_allocated(plural: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Values the server allocated (a Service's cluster IP) survive an update that leaves them out."""
+    if plural == "services":
+        old_spec, new_spec = old.get("spec") or {}, new.setdefault("spec", {})
+        for key in ("clusterIP", "clusterIPs"):
+            if key in old_spec and not new_spec.get(key):
+                new_spec[key] = old_spec[key]

@@ -17,7 +17,7 @@ import yaml
 
 from sandbox.apiserver import collector, ssa
 from sandbox.apiserver import patch as patching
-from sandbox.apiserver.defaults import apply_builtin_defaults
+from sandbox.apiserver.defaults import apply_builtin_defaults, carry_allocated
 from sandbox.apiserver.errors import (
     ApiError,
     already_exists,
@@ -43,7 +43,7 @@ from sandbox.apiserver.selectors import (
     parse_label_selector,
 )
 from sandbox.apiserver.storage import Store
-from sandbox.apiserver.validation import prepare_custom, validate
+from sandbox.apiserver.validation import prepare_custom, validate, validate_update
 
 __all__ = ["Api", "get_by_path", "now_iso", "set_by_path"]
 
@@ -212,7 +212,9 @@ class Api:
             new.pop("status", None)
         if subresource != "status":
             new = self._decode(rt, new, strict)
+            carry_allocated(rt.plural, old, new)
             validate(rt, new)
+            validate_update(rt, old, new)
         if "generation" in old_meta and spec_part(old) != spec_part(new):
             new["metadata"]["generation"] = old_meta["generation"] + 1
         if manager is not None:

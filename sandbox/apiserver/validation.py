@@ -356,3 +356,56 @@ def validate(rt: ResourceType, obj: dict[str, Any]) -> None:
         causes += _builtin_causes(rt, obj)
     if causes:
         raise invalid(rt.kind, rt.group, meta.get("name") or meta.get("generateName") or "", causes)
+
+
+_POD_MUTABLE = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds")
+
+
+def _pod_spec_without_mutable(spec: dict[str, Any], node_name: str | None) -> dict[str, Any]:
+    result = {k: v for k, v in spec.items() if k not in _POD_MUTABLE}
+    for key in ("containers", "initContainers"):
+        result[key] = [{k: v for k, v in c.items() if k != "image"} for c in spec.get(key) or []]
+    if node_name is None:
+        result.pop("nodeName", None)  # binding an unscheduled pod is allowed once
+    return result
+
+
+def validate_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Immutability rules clients run into: pod specs, workload selectors, a Service's cluster IP."""
+    causes: list[Cause] = []
+    old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+    if rt.plural == "pods":
+        bound = old_spec.get("nodeName")
+        if _pod_spec_without_mutable(old_spec, bound) != _pod_spec_without_mutable(new_spec, bound):
+            causes.append(
+                _cause(
+                    "FieldValueForbidden",
+                    "spec",
+                    "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                    "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
+                    "(only additions to existing tolerations), `spec.terminationGracePeriodSeconds` "
+                    "(allow it to be set to 1 if it was previously negative)",
+                )
+            )
+    elif rt.plural in ("deployments", "replicasets") and old_spec.get("selector") != new_spec.get("selector"):
+        causes.append(
+            _cause(
+                "FieldValueInvalid",
+                "spec.selector",
+                f"Invalid value: {_go_value(new_spec.get('selector'))}: field is immutable",
+            )
+        )
+    elif (
+        rt.plural == "services"
+        and old_spec.get("clusterIP")
+        and new_spec.get("clusterIP") not in (None, "", old_spec["clusterIP"])
+    ):
+        causes.append(
+            _cause(
+                "FieldValueInvalid",
+                "spec.clusterIPs[0]",
+                f"Invalid value: {_go_value(new_spec.get('clusterIP'))}: may not change once set",
+            )
+        )
+    if causes:
+        raise invalid(rt.kind, rt.group, (new.get("metadata") or {}).get("name", ""), causes)

@@ -240,3 +240,41 @@ def test_server_side_dry_run_validates_without_storing(core, namespace):
     with pytest.raises(ApiException) as exc:
         core.read_namespaced_config_map("dry", namespace)
     assert exc.value.status == 404
+
+
+def test_pod_spec_is_immutable_except_images(core, namespace, sandbox_cluster):
+    core.create_namespaced_pod(
+        namespace,
+        {"metadata": {"name": "fixed"}, "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}},
+    )
+    with pytest.raises(ApiException) as exc:
+        core.patch_namespaced_pod(
+            "fixed", namespace, {"spec": {"containers": [{"name": "c", "command": ["sleep", "1"]}]}}
+        )
+    assert exc.value.status == 422
+    assert "pod updates may not change fields other than" in json.loads(exc.value.body)["message"]
+    patched = core.patch_namespaced_pod(
+        "fixed", namespace, {"spec": {"containers": [{"name": "c", "image": "busybox:1.37"}]}}
+    )
+    assert patched.spec.containers[0].image == "busybox:1.37"
+
+
+def test_deployment_selector_is_immutable(apps, namespace):
+    deployment = {
+        "metadata": {"name": "sel"},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": {"app": "sel"}},
+            "template": {
+                "metadata": {"labels": {"app": "sel", "v": "1"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+            },
+        },
+    }
+    apps.create_namespaced_deployment(namespace, deployment)
+    with pytest.raises(ApiException) as exc:
+        apps.patch_namespaced_deployment(
+            "sel", namespace, {"spec": {"selector": {"matchLabels": {"app": "sel", "v": "1"}}}}
+        )
+    assert exc.value.status == 422
+    assert json.loads(exc.value.body)["details"]["causes"][0]["field"] == "spec.selector"
