@@ -98,7 +98,11 @@ class Kubelet(Reconciler):
             if task is not None and not task.done():
                 task.cancel()
             await self.farm.stop(state.key, 0)
-            self.ips.release(state.ip)
+            if state.ip != self._host_ip(state):
+                self.ips.release(state.ip)
+
+    def _host_ip(self, state: PodState) -> str:
+        return f"127.{self.ips.net}.0.{state.node.rsplit('-', 1)[-1]}"
 
     async def close(self) -> None:
         """Shutdown: stop the pod workers, then let every engine drain briefly (all at once)."""
@@ -178,8 +182,7 @@ class Kubelet(Reconciler):
     def _write(
         self, state: PodState, pod: dict[str, Any], phase: str, extra: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        host_ip = f"127.{self.ips.net}.0.{state.node.rsplit('-', 1)[-1]}"
-        status = c.pod_status(pod, state.statuses, phase, host_ip, state.ip, state.started_at)
+        status = c.pod_status(pod, state.statuses, phase, self._host_ip(state), state.ip, state.started_at)
         status.update(extra or {})
         return self.api.write_status(self.rt("", "pods"), pod, status, self.name)
 
@@ -221,7 +224,10 @@ class Kubelet(Reconciler):
             backoff = c.next_backoff(backoff)
             await self._sleep(state, backoff)
             pod = self._current(state)
-        state.ip = self.ips.allocate("pod")
+        if pod["spec"].get("hostNetwork"):
+            state.ip = self._host_ip(state)  # the node's address, shared with its other host-network pods
+        else:
+            state.ip = self.ips.allocate("pod")
         state.started_at = now_iso()
         init = [
             {

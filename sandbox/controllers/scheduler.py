@@ -42,6 +42,19 @@ def fit(requests: dict[str, float], free: dict[str, float]) -> list[str]:
     return reasons
 
 
+def host_ports(pod: dict[str, Any]) -> set[int]:
+    """Ports a pod takes on its node: declared hostPorts, or every container port with hostNetwork."""
+    spec = pod.get("spec", {})
+    ports = set()
+    for container in spec.get("containers") or []:
+        for port in container.get("ports") or []:
+            if port.get("hostPort"):
+                ports.add(int(port["hostPort"]))
+            elif spec.get("hostNetwork") and port.get("containerPort"):
+                ports.add(int(port["containerPort"]))
+    return ports
+
+
 def _selector_mismatch(pod: dict[str, Any], node: dict[str, Any]) -> bool:
     selector = pod.get("spec", {}).get("nodeSelector") or {}
     labels = node["metadata"].get("labels") or {}
@@ -92,6 +105,10 @@ class Scheduler(Reconciler):
                 name = node["metadata"]["name"]
                 if _selector_mismatch(pod, node):
                     reasons["node(s) didn't match Pod's node affinity/selector"] += 1
+                    continue
+                wanted_ports = host_ports(pod)
+                if wanted_ports and any(wanted_ports & host_ports(other) for other in bound[name]):
+                    reasons["node(s) didn't have free ports for the requested pod ports"] += 1
                     continue
                 why = fit(requests, free[name])
                 if why:

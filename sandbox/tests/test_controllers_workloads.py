@@ -241,3 +241,35 @@ def test_deleted_engine_pod_is_terminating_while_in_flight_requests_finish(sandb
         return False
 
     sandbox_cluster.wait_for(gone, message="the pod removed after draining")
+
+
+def test_host_network_pods_share_the_node_address_and_its_ports():
+    from sandbox.testing import SandboxCluster
+
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.10.1",
+        "command": ["vllm", "serve", "m", "--port", "7100"],
+        "ports": [{"containerPort": 7100}],
+    }
+    with SandboxCluster(nodes=1, kthena=False) as cluster:
+        core = client.CoreV1Api(cluster.api_client())
+        for name in ("first", "second"):
+            pod = {"metadata": {"name": name}, "spec": {"hostNetwork": True, "containers": [container]}}
+            core.create_namespaced_pod("default", pod)
+        first = cluster.wait_for(lambda: _ready(p := core.read_namespaced_pod("first", "default")) and p)
+        assert first.status.pod_ip == first.status.host_ip
+        assert requests.get(f"http://{first.status.pod_ip}:7100/health", timeout=5).status_code == 200
+        message = cluster.wait_for(
+            lambda: next(
+                (
+                    c.message
+                    for c in core.read_namespaced_pod("second", "default").status.conditions or []
+                    if c.type == "PodScheduled"
+                ),
+                None,
+            )
+        )
+        assert message.startswith(
+            "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+        )
