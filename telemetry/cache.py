@@ -54,6 +54,20 @@ def set_state(topology_id: int, state: CollectorState) -> None:
     cache.set(_state_key(topology_id), state, STATE_TTL)
 
 
+def _epoch_key(topology_id: int) -> str:
+    return f"telemetry:series-epoch:{topology_id}"
+
+
+def series_epoch(topology_id: int) -> int:
+    """Changes whenever retention removed series of the topology (remembered series ids are stale)."""
+    return int(cache.get(_epoch_key(topology_id), 0))
+
+
+def bump_series_epoch(topology_id: int) -> None:
+    if not cache.add(_epoch_key(topology_id), 1, None):
+        cache.incr(_epoch_key(topology_id))
+
+
 @contextmanager
 def collection_lock(topology_id: int, seconds: float) -> Iterator[bool]:
     """Yield True when this caller holds the topology's collection lock (False: another run is on)."""

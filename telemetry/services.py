@@ -6,11 +6,12 @@ import logging
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Avg, Count, Max, Min
+from django.db.models import Avg, Count, Exists, Max, Min, OuterRef
 from django.db.models.functions import TruncMinute
 from django.utils import timezone
 
@@ -34,6 +35,7 @@ ROLLUP_RETENTION = timedelta(days=30)
 DEFAULT_PORT = 8000
 SKIPPED_ROLES = frozenset({"router"})
 _series_ids: dict[tuple[int, str], int] = {}
+_series_epochs: dict[int, int] = {}
 
 
 def pod_targets(pods: Iterable[kube.PodInfo]) -> list[PodTarget]:
@@ -118,7 +120,13 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
 
 
 def _series_map(topology_id: int, names: list[str]) -> dict[str, int]:
-    """Series ids by name, creating missing series; remembered per process once committed."""
+    """Series ids by name, creating missing series; remembered per process once committed, and
+    forgotten when retention removed series of the topology since (its epoch changed)."""
+    epoch = cache.series_epoch(topology_id)
+    if _series_epochs.get(topology_id) != epoch:
+        for key in [key for key in _series_ids if key[0] == topology_id]:
+            del _series_ids[key]
+        _series_epochs[topology_id] = epoch
     known = {n: _series_ids[(topology_id, n)] for n in names if (topology_id, n) in _series_ids}
     missing = [n for n in names if n not in known]
     if missing:
@@ -265,11 +273,11 @@ def telemetry_rollup_and_prune(*, now: datetime | None = None) -> dict[str, int]
     end = _floor_minute(now - timedelta(seconds=10))
     cursor = RollupCursor.objects.select_for_update().filter(name="minute").first()
     start = cursor.until - timedelta(minutes=1) if cursor else _floor_minute(now - RAW_RETENTION)
-    counts = {"rolled": 0, "points_pruned": 0, "rollups_pruned": 0}
+    counts = {"rolled": 0, "points_pruned": 0, "rollups_pruned": 0, "series_removed": 0}
     topology_series: dict[int, list[int]] = {}
     for series_id, topology_id in Series.objects.values_list("id", "topology_id"):
         topology_series.setdefault(topology_id, []).append(series_id)
-    for ids in topology_series.values():
+    for topology_id, ids in topology_series.items():
         if end > start:
             rows = (
                 Point.objects.filter(series_id__in=ids, ts__gte=start, ts__lt=end)
@@ -301,6 +309,16 @@ def telemetry_rollup_and_prune(*, now: datetime | None = None) -> dict[str, int]
         counts["rollups_pruned"] += Rollup.objects.filter(
             series_id__in=ids, ts__lt=now - ROLLUP_RETENTION
         ).delete()[0]
+        # series with nothing left (a pod or link gone for 30 days) leave the dictionary too
+        empty = (
+            Series.objects.filter(pk__in=ids)
+            .exclude(Exists(Point.objects.filter(series_id=OuterRef("pk"))))
+            .exclude(Exists(Rollup.objects.filter(series_id=OuterRef("pk"))))
+        )
+        removed = empty.delete()[0]
+        if removed:
+            counts["series_removed"] += removed
+            transaction.on_commit(partial(cache.bump_series_epoch, topology_id))
     if end > start:
         RollupCursor.objects.update_or_create(name="minute", defaults={"until": end})
     return counts

@@ -249,3 +249,23 @@ def test_openapi_schema_documents_the_telemetry_endpoints(admin_user, api_client
     assert "/api/v1/topologies/{id}/metrics/" in paths or "/api/v1/topologies/{pk}/metrics/" in paths
     history = paths.get("/api/v1/topologies/{id}/metrics/") or paths["/api/v1/topologies/{pk}/metrics/"]
     assert {p["name"] for p in history["get"]["parameters"]} >= {"series", "start", "end", "step"}
+
+
+def test_series_with_nothing_left_are_removed_and_collection_recovers_its_ids(topology, build):
+    from telemetry import services
+
+    snapshot, _, _ = build(topology.pk, time.time() - 3 * 86400)
+    telemetry_store(topology=topology, snapshot=snapshot, actions={})
+    remembered = {k: v for k, v in services._series_ids.items() if k[0] == topology.pk}
+    now = datetime.now(tz=UTC)
+    Rollup.objects.filter(series__topology=topology).delete()
+    counts = telemetry_rollup_and_prune(now=now + timedelta(days=31))
+    assert counts["series_removed"] > 0
+    assert not Series.objects.filter(topology=topology).exists()
+    # a worker that still remembers the removed ids stores the next collection anyway: the removal
+    # (once committed) changed the topology's series epoch, so the remembered ids are dropped
+    services._series_ids.update(remembered or {(topology.pk, "topology.waiting"): 10**9})
+    cache.bump_series_epoch(topology.pk)
+    snapshot, _, _ = build(topology.pk, time.time())
+    telemetry_store(topology=topology, snapshot=snapshot, actions={})
+    assert Point.objects.filter(series__topology=topology, series__name="topology.waiting").count() == 1

@@ -41,4 +41,4 @@ def test_collecting_a_topology_that_is_gone_is_a_no_op(db):
 
 
 def test_rollup_and_prune_task_reports_what_it_did(db):
-    assert set(rollup_and_prune()) == {"rolled", "points_pruned", "rollups_pruned"}
+    assert set(rollup_and_prune()) == {"rolled", "points_pruned", "rollups_pruned", "series_removed"}
