@@ -14,16 +14,23 @@ TEST_ENV := \
 
 .PHONY: demo test install lint typecheck unit browser clean
 
-$(STAMP): pyproject.toml package.json package-lock.json
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+
+# `make demo` needs only the runtime dependencies; the checks add the dev tools on top.
+$(RUNTIME_STAMP): pyproject.toml package.json package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e .
 	npm ci --no-audit --no-fund --loglevel=error
+	touch $(RUNTIME_STAMP)
+
+$(STAMP): $(RUNTIME_STAMP)
+	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+demo: $(RUNTIME_STAMP)
 	$(BIN)/python -m standalone
 
 lint: $(STAMP)
