@@ -56,9 +56,12 @@ def deploy_topology(sandbox):  # type: ignore[no-untyped-def]
     from clusters.selectors import cluster_connection
     from clusters.services import cluster_register
     from kube.labels import TOPOLOGY
+    from topologies.models import Topology
     from topologies.presets import preset_spec
     from topologies.services import topology_create
 
+    # Earlier runs' sandboxes are gone: stop collecting their topologies so they don't hold the worker.
+    Topology.objects.filter(cluster__name__startswith="bench-").update(deployed_revision=None)
     actor, _ = User.objects.get_or_create(username="bench-operator", defaults={"role": "operator"})
     suffix = uuid.uuid4().hex[:6]
     cluster = cluster_register(name=f"bench-{suffix}", server=sandbox.server, token=sandbox.token)
@@ -117,6 +120,8 @@ def main() -> None:
             for proc in (beat, worker):
                 proc.terminate()
                 proc.wait(15)
+            topology.deployed_revision = None
+            topology.save(update_fields=["deployed_revision"])
     ms = [v * 1000 for v in latencies]
     print(
         f"freshness (engine counter change -> browser DOM), interval {args.interval:g} s, {len(ms)} samples"
