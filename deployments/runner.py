@@ -236,7 +236,8 @@ def _preflight(job: Job) -> bool:
     if warnings:
         deployment_step_add(
             deployment=job.load(),
-            message=f"Preflight passed with {len(warnings)} warning{'s' if len(warnings) != 1 else ''}",
+            message=f"Preflight passed with {len(warnings)} warning{'s' if len(warnings) != 1 else ''}: "
+            + "; ".join(f.message for f in warnings),
             detail={"warnings": [{"message": f.message, "fix": f.fix} for f in warnings]},
         )
     return True

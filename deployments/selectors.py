@@ -57,9 +57,14 @@ def topology_pods(topology: Topology) -> list[dict[str, Any]]:
         return []
     rows = []
     for pod in pods:
-        state = (
-            "terminating" if pod.deletion_pending else ("ready" if pod.ready else (pod.reason or pod.phase))
-        )
+        if pod.deletion_pending:
+            state = "terminating"
+        elif pod.ready:
+            state = "ready"
+        elif pod.reason:
+            state = pod.reason
+        else:
+            state = "starting" if pod.phase == "Running" else pod.phase
         rows.append(
             {
                 "name": pod.name,

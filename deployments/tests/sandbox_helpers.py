@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import copy
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
 from typing import Any
+
+from django.conf import settings
 
 from deployments import runner
 from deployments.models import Deployment, Kind
 from deployments.services import deployment_start
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def register(sandbox, name: str = "sandbox"):
@@ -74,3 +84,71 @@ def pod_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
     if obj.get("kind") == "Deployment":
         return [obj["spec"]["template"]]
     return []
+
+
+class Worker:
+    """A real Celery worker process consuming the deploy queue of the test's Redis and database."""
+
+    def __init__(self, name: str, **env_overrides: str) -> None:
+        db = settings.DATABASES["default"]
+        host = f"{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"postgres://{db['USER'] or 'postgres'}@{host}/{db['NAME']}",
+            "REDIS_URL": settings.REDIS_URL,
+            "CELERY_VISIBILITY_TIMEOUT": "4",
+            "DEPLOY_HEARTBEAT_STALE_SECONDS": "3",
+            "DEPLOY_POLL_SECONDS": "0.2",
+            "DEPLOY_FAIL_FAST_SECONDS": "2",
+            "DEPLOY_READY_TIMEOUT_SECONDS": "60",
+            "LOG_LEVEL": "info",
+            **env_overrides,
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "controlplane",
+            "worker",
+            "-P",
+            "solo",
+            "-Q",
+            "deploy",
+        ]
+        self.process = subprocess.Popen(
+            [*command, "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        threading.Thread(target=self._pump, daemon=True).start()
+        if not self.ready.wait(60):
+            self.stop()
+            raise AssertionError("celery worker did not start:\n" + "".join(self.lines[-40:]))
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+            if " ready." in line:
+                self.ready.set()
+        self.ready.set()
+
+    def kill(self) -> None:
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import celery_worker, subprocess_env, uvicorn_server
+from deployments.tests.sandbox_helpers import Worker
+from tests.support import subprocess_env, uvicorn_server
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -25,19 +26,49 @@ CHROMIUM_ARGS = [
 ]
 
 
+def _off_the_loop(fn):
+    """Run product code that sends websocket events outside Playwright's event-loop thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db import connection
+
+    def call():
+        try:
+            return fn()
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(call).result()
+
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     return {**browser_type_launch_args, "executable_path": "/usr/bin/chromium", "args": CHROMIUM_ARGS}
 
 
-def test_operator_deploys_and_sees_progress_diagnosis_and_rollback(page, operator, viewer, new_topology):
-    from topologies.services import topology_update
-
+def test_operator_deploys_and_sees_progress_diagnosis_and_rollback(
+    page, operator, viewer, new_topology, lab_sandbox
+):
     topology = new_topology()
     env = subprocess_env(DEPLOY_POLL_SECONDS="0.5", DEPLOY_FAIL_FAST_SECONDS="2", LOG_LEVEL="warning")
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1366, "height": 1000})
-    with uvicorn_server(env) as base, celery_worker(env, queues="deploy"):
+    worker = Worker("browser", DEPLOY_POLL_SECONDS="0.5", CELERY_VISIBILITY_TIMEOUT="3600")
+    try:
+        _walk_through(page, env, operator, viewer, topology, lab_sandbox)
+    except Exception:
+        print("".join(worker.lines[-60:]))  # the worker's side of a failure, in pytest's captured output
+        raise
+    finally:
+        worker.stop()
+
+
+def _walk_through(page, env, operator, viewer, topology, lab_sandbox):
+    from deployments.tasks import check_drift
+    from topologies.services import topology_update
+
+    with uvicorn_server(env) as base:
         page.goto(f"{base}/accounts/login/")
         page.fill("#id_username", operator.username)
         page.fill("#id_password", "correct-horse-battery")
@@ -53,6 +84,17 @@ def test_operator_deploys_and_sees_progress_diagnosis_and_rollback(page, operato
         assert "2/2 pods ready" in panel
         assert page.locator("#deployments .pods-table tbody tr").count() == 2
         page.screenshot(path=str(SHOTS / "deployments-succeeded.png"), full_page=True)
+
+        name = topology.current_revision.manifests[0]["metadata"]["name"]
+        lab_sandbox.kubectl("scale", f"modelserving/{name}", "--replicas=2", "-n", topology.namespace)
+        assert _off_the_loop(check_drift) == 1
+        page.reload()
+        banner = page.inner_text("#deployments .drift-banner")
+        assert f"ModelServing/{name}: spec.replicas live 2, desired 1" in banner
+        page.locator("#deployments").screenshot(path=str(SHOTS / "deployments-panel-drifted.png"))
+        page.click("#deployments >> text=Re-apply revision 1")
+        page.wait_for_selector("#deployments .deploy-revs .state-in_sync", timeout=60_000)
+        assert page.locator("#deployments .drift-banner").count() == 0
 
         spec = dict(topology.spec)
         spec["image"] = spec["image"] + "-broken"

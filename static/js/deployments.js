@@ -12,19 +12,26 @@
     if (label !== undefined) { el.textContent = label; }
   }
 
+  // One fetch at a time; a request that arrives meanwhile runs once the current one is done, so the
+  // last state of a fast deployment is never lost.
   function refresh(panel) {
-    if (panel.dataset.refreshing) { return; }
+    if (panel.dataset.refreshing) { panel.dataset.again = "1"; return; }
     panel.dataset.refreshing = "1";
+    function done() {
+      delete panel.dataset.refreshing;
+      if (panel.dataset.again) { delete panel.dataset.again; refresh(panel); }
+    }
     window.fetch(panel.dataset.panelUrl, { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
-        delete panel.dataset.refreshing;
-        if (!html) { return; }
-        var doc = new DOMParser().parseFromString(html, "text/html");
-        var fresh = doc.querySelector(".deploy-panel");
-        if (fresh) { panel.innerHTML = fresh.innerHTML; }
+        if (html) {
+          var doc = new DOMParser().parseFromString(html, "text/html");
+          var fresh = doc.querySelector(".deploy-panel");
+          if (fresh) { panel.innerHTML = fresh.innerHTML; }
+        }
+        done();
       })
-      .catch(function () { delete panel.dataset.refreshing; });
+      .catch(done);
   }
 
   function update(panel, msg) {
@@ -49,7 +56,14 @@
         if (msg.kind === "deployment") { update(panel, msg); }
         else if (msg.kind === "drift") { refresh(panel); }
       },
-      onState: function (state, info) { if (state === "live" && info && info.reconnected) { refresh(panel); } },
+      // Events sent before the socket joined are lost: catch up once it is live (after a reconnect, or
+      // when the page was rendered while a deployment was still running).
+      onState: function (state, info) {
+        if (state !== "live") { return; }
+        var current = panel.querySelector(".deploy-current");
+        var running = current && !FINAL[current.dataset.state];
+        if (running || (info && info.reconnected)) { refresh(panel); }
+      },
     });
   }
 
