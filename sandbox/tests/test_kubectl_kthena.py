@@ -183,3 +183,58 @@ def test_kubectl_refuses_an_invalid_modelserving_with_the_field_path(sandbox_clu
     result = sandbox_cluster.kubectl("apply", "--server-side", "-f", str(bad))
     assert result.returncode != 0
     assert "spec.template.roles[0].replicas" in result.stderr
+
+
+def test_host_network_example_with_scripts_from_a_config_map_serves_through_its_route():
+    """Kthena's DeepSeek-V4 example: hostNetwork pods, `./prefill.sh` from a ConfigMap, 16 NPUs each."""
+    from sandbox.testing import SandboxCluster
+
+    data = Path(__file__).parent / "data"
+    with SandboxCluster(
+        nodes=2,
+        kthena=True,
+        accelerators=["huawei.com/ascend-1980=16"],
+        extra_args=["--node-cpu", "256", "--node-memory", "2Ti"],
+    ) as cluster:
+        _ok(
+            cluster.kubectl(
+                "apply", "--server-side", "-f", str(data / "models__deepseek-v4-flash__modelserving.yaml")
+            )
+        )
+        _ok(
+            cluster.kubectl(
+                "apply", "--server-side", "-f", str(data / "models__deepseek-v4-flash__router.yaml")
+            )
+        )
+        _ok(
+            cluster.kubectl(
+                "wait",
+                "--for=condition=Ready",
+                "pod",
+                "-l",
+                "modelserving.volcano.sh/name=deepseekv4-pd",
+                "--timeout=60s",
+            )
+        )
+        pods = json.loads(_ok(cluster.kubectl("get", "pods", "-o", "json")))["items"]
+        assert sorted(p["metadata"]["labels"]["modelserving.volcano.sh/role"] for p in pods) == [
+            "decode",
+            "prefill",
+        ]
+        for pod in pods:
+            assert pod["status"]["podIP"] == pod["status"]["hostIP"]
+        prefill_log = _ok(cluster.kubectl("logs", "deepseekv4-pd-0-prefill-0-0"))
+        assert "--served-model-name deepseek_v4" in prefill_log
+        url = cluster.wait_for(
+            lambda: (
+                json.loads(_ok(cluster.kubectl("get", "modelroute", "deepseek-v4", "-o", "json")))["metadata"]
+                .get("annotations", {})
+                .get("sandbox.tandem.io/router-url")
+            )
+        )
+        response = requests.post(
+            f"{url}/v1/completions",
+            json={"model": "deepseek_v4", "prompt": "hi", "max_tokens": 3},
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text
