@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
+from django.urls import reverse
 
 from telemetry import selectors
 
@@ -47,7 +48,7 @@ def topology_live_panel_context(topology: Any) -> dict[str, Any]:
         "live": {
             "topology_id": topology.pk,
             "ws_path": f"/ws/topologies/{topology.pk}/",
-            "history_url": f"/api/v1/topologies/{topology.pk}/metrics/",
+            "history_url": reverse("api:topology-metrics", kwargs={"pk": topology.pk}),
             "interval_s": interval_s,
             "stale_after_s": stale_after_seconds(interval_s),
             "window_s": DEFAULT_WINDOW_S,
