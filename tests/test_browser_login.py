@@ -82,6 +82,17 @@ def test_admin_logs_in_sees_the_overview_and_the_live_indicator(page, server):
     page.click(".nav a:has-text('Users')")
     page.wait_for_url(re.compile(r".*/accounts/users/$"))
     page.screenshot(path=str(SHOTS / "users.png"))
+    page.fill("#id_username", "bob")
+    page.select_option("#id_role", "operator")
+    page.fill("#id_password", "short")
+    page.click("button:has-text('Add user')")
+    assert "Choose a longer, less common password." in page.locator(".field-error").first.inner_text()
+    page.fill("#id_password", "a-long-operator-password")
+    page.click("button:has-text('Add user')")
+    assert page.locator(".msg-success").inner_text() == "User bob created as operator."
+    page.click("table a:has-text('bob')")
+    page.wait_for_url(re.compile(r".*/accounts/users/\d+/$"))
+    page.screenshot(path=str(SHOTS / "user-edit.png"))
 
     page.goto(server + "/api/v1/docs/")
     page.wait_for_selector(".swagger-ui .information-container", timeout=15000)
