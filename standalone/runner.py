@@ -195,7 +195,9 @@ def _start(
         ],
         last=True,
     )
-    if not wait_for(lambda: _redis_ready(redis_port), timeout=20, child=redis):
+    if not wait_for(lambda: _redis_ready(redis_port), timeout=20, child=redis, stop=stop_requested):
+        if stop_requested.is_set():
+            return
         raise StartupError(f"embedded Redis did not start; see {redis.log_path}\n{redis.log_tail()}")
     say(f"tandem: redis on 127.0.0.1:{redis_port} (pid {redis.pid})")
 
@@ -214,6 +216,8 @@ def _start(
         timeout=900,
     )
     if result.returncode != 0:
+        if stop_requested.is_set():  # Ctrl-C reached the child too
+            return
         raise StartupError(f"preparing the database failed:\n{(result.stderr or result.stdout).strip()}")
     if collect:
         stamp.write_text(fingerprint)
@@ -278,7 +282,12 @@ def _start(
             str(directory / "celerybeat-schedule"),
         ],
     )
-    if not wait_for(lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), timeout=60, child=web):
+    web_up = wait_for(
+        lambda: _http_ok(f"http://127.0.0.1:{port}/healthz"), timeout=60, child=web, stop=stop_requested
+    )
+    if stop_requested.is_set():
+        return
+    if not web_up:
         raise StartupError(f"the web server did not start; see {web.log_path}\n{web.log_tail()}")
     say(f"tandem: web (pid {web.pid}), worker (pid {worker.pid}), beat (pid {beat.pid}) started")
 
