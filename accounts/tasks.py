@@ -1,0 +1,1 @@
+"""Accounts has no background work: lockout counters expire in the cache on their own."""
