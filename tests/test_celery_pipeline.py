@@ -46,3 +46,13 @@ def test_task_enqueued_on_commit_reaches_a_websocket_through_a_real_worker(viewe
                     break
             assert received is not None, "no heartbeat reached the websocket within 30 s"
             print(f"enqueue -> websocket: {time.monotonic() - sent_at:.3f} s (includes worker start-up)")
+
+
+def test_beat_schedules_the_heartbeat_and_every_scheduled_task_is_registered(settings):
+    from controlplane.celery import app
+
+    app.loader.import_default_modules()
+    entry = settings.CELERY_BEAT_SCHEDULE["controlplane-heartbeat"]
+    assert entry["schedule"] == settings.HEARTBEAT_INTERVAL_SECONDS
+    for name, scheduled in settings.CELERY_BEAT_SCHEDULE.items():
+        assert scheduled["task"] in app.tasks, f"beat entry {name} names an unknown task {scheduled['task']}"
