@@ -285,76 +285,125 @@ def _reduced_key(key: str) -> str | None:
     return reduced  # type: ignore[return-value]
 
 
+def _plain_value(rest: str) -> float | None:
+    """The value of ``<value> [<timestamp>]`` when it is a plain number (as ``prometheus_client``
+    reads it), else None so the line goes through the parser (and its errors)."""
+    parts = rest.split()
+    if not 0 < len(parts) <= 2 or "_" in parts[0] or "#" in rest:
+        return None
+    try:
+        return float(parts[0])
+    except ValueError:
+        return None
+
+
+# One block of an exposition (a family from its ``# HELP`` line on): its text, what its samples
+# contribute, and the per-line memory of that block.
+_Block = tuple[str, tuple[Entry, ...], dict[str, tuple[Entry, ...]]]
+_HELP = "\n# HELP "
+
+
 class LineParser:
-    """Parses the expositions of ONE target, re-using the parse of every line that did not change
-    since its previous scrape (help/type lines, idle gauges, counters and buckets that did not move);
-    only new lines go through the parser — and for a series whose name and labels the parser has
-    already read, only the new value is parsed. Keeps just the previous scrape's lines."""
+    """Parses the expositions of ONE target, re-using whatever did not change since its previous
+    scrape: a whole exposition, then a family block (from one ``# HELP`` line to the next: help/type
+    lines, idle gauges, histograms and counters that did not move), then a line. Only new lines are
+    parsed — and for a series whose name and labels the parser has already read, only the new value
+    is read. Keeps just the previous scrape's blocks."""
 
     def __init__(self) -> None:
-        self._previous: dict[str, tuple[Entry, ...]] = {}
+        self._text: str | None = None
+        self._blocks: dict[str, _Block] = {}
         self._last: RawSample | None = None
-        self._kept = 0  # lines read (not skipped) in the previous scrape
 
     def parse(self, text: str, *, ts: float) -> RawSample:
         """Raises ``ValueError`` when the text is not Prometheus text format."""
-        previous = self._previous
-        current: dict[str, tuple[Entry, ...]] = {}
+        if text == self._text and self._last is not None:  # an idle target
+            self._last = RawSample(**{**self._last, "ts": ts})
+            return self._last
+        previous = self._blocks
+        blocks: dict[str, _Block] = {}
         entries: list[Entry] = []
-        raw_lines: list[str] = []
-        reduced: list[str] = []
-        shorts: list[str] = []
-        value_lines: list[str] = []
-        value_of: list[tuple[str, str]] = []
-        kept = 0
-        for line in text.splitlines():
-            if not line:
+        parts = text.split(_HELP)
+        changed = len(parts) != len(previous)
+        for index, part in enumerate(parts):
+            newline = part.find("\n")
+            head = part if newline == -1 else part[:newline]
+            key = head if index else "\0" + head  # the first block has no "# HELP " cut off
+            before = previous.get(key)
+            if before is not None and before[0] == part:
+                blocks[key] = before
+                entries.extend(before[1])
                 continue
-            hit = previous.get(line)
-            if hit is not None:
-                current[line] = hit
-                if hit:
-                    entries.extend(hit)
-                    kept += 1
-                continue
-            if line[0] == "#":
-                current[line] = ()
-                continue
-            key = _series_key(line)
-            short = _reduced_key(key)
-            if short is None:
-                current[line] = ()
-                continue
-            if short in _series_sample:
-                value_lines.append("v" + line[len(key) :])
-                value_of.append((line, short))
-            else:
-                raw_lines.append(line)
-                shorts.append(short)
-                reduced.append(short + line[len(key) :])
-        if reduced:
-            parsed = _parse_lines(reduced)
-            if len(_series_sample) > _MEMO_LIMIT * 10:
-                _series_sample.clear()
-            for line, short, (name, labels, value) in zip(raw_lines, shorts, parsed, strict=True):
-                _series_sample[short] = (name, labels)
-                found = classify(name, labels, value)
-                current[line] = found
-                entries.extend(found)
-        if value_lines:
-            for (line, short), value in zip(value_of, _parse_values(value_lines), strict=True):
-                name, labels = _series_sample.get(short) or _parse_lines([short + " 0"])[0][:2]
-                found = classify(name, labels, value)
-                current[line] = found
-                entries.extend(found)
-        # every line we read is the same as last time (none new, none gone): an idle target
-        unchanged = not reduced and not value_lines and kept == self._kept
-        self._previous, self._kept = current, kept + len(reduced) + len(value_lines)
-        if unchanged and self._last is not None:
+            changed = True
+            lines = part.splitlines()
+            found, memory = _parse_block(lines[1:] if index else lines, before[2] if before else {})
+            blocks[key] = (part, found, memory)
+            entries.extend(found)
+        self._blocks = blocks
+        if not changed and self._last is not None:  # only unread lines moved (process_*, _created)
             self._last = RawSample(**{**self._last, "ts": ts})
         else:
             self._last = aggregate(entries, ts=ts)
+        self._text = text  # only once parsed: a malformed text is never taken as known
         return self._last
+
+
+def _parse_block(
+    lines: list[str], previous: dict[str, tuple[Entry, ...]]
+) -> tuple[tuple[Entry, ...], dict[str, tuple[Entry, ...]]]:
+    """The entries of one block's lines, and its line memory (line -> entries) for the next scrape."""
+    current: dict[str, tuple[Entry, ...]] = {}
+    entries: list[Entry] = []
+    raw_lines: list[str] = []
+    reduced: list[str] = []
+    shorts: list[str] = []
+    value_lines: list[tuple[str, str, str]] = []
+    for line in lines:
+        if not line:
+            continue
+        hit = previous.get(line)
+        if hit is not None:
+            current[line] = hit
+            entries.extend(hit)
+            continue
+        if line[0] == "#":
+            current[line] = ()
+            continue
+        key = _series_key(line)
+        short = _reduced_key(key)
+        if short is None:
+            current[line] = ()
+            continue
+        known = _series_sample.get(short)
+        if known is None:
+            raw_lines.append(line)
+            shorts.append(short)
+            reduced.append(short + line[len(key) :])
+            continue
+        value = _plain_value(line[len(key) :])
+        if value is None:
+            value_lines.append((line, short, "v" + line[len(key) :]))
+            continue
+        found = classify(known[0], known[1], value)
+        current[line] = found
+        entries.extend(found)
+    if reduced:
+        parsed = _parse_lines(reduced)
+        if len(_series_sample) > _MEMO_LIMIT * 10:
+            _series_sample.clear()
+        for line, short, (name, labels, value) in zip(raw_lines, shorts, parsed, strict=True):
+            _series_sample[short] = (name, labels)
+            found = classify(name, labels, value)
+            current[line] = found
+            entries.extend(found)
+    if value_lines:
+        values = _parse_values([text for _, _, text in value_lines])
+        for (line, short, _), value in zip(value_lines, values, strict=True):
+            name, labels = _series_sample.get(short) or _parse_lines([short + " 0"])[0][:2]
+            found = classify(name, labels, value)
+            current[line] = found
+            entries.extend(found)
+    return tuple(entries), current
 
 
 def parse_metrics(text: str, *, ts: float) -> RawSample:

@@ -198,6 +198,9 @@ def telemetry_store(
         slo=snapshot["slo"],
         hit_rate=snapshot["totals"]["hit_rate"],
         ttft_p95=snapshot["totals"]["ttft_p95"],
+        pods=snapshot["totals"]["pods"],
+        ready=snapshot["totals"]["ready"],
+        links_down=snapshot["totals"]["links_down"],
     )
     broadcast_on_commit(overview_group(), dict(summary))
 

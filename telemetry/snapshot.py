@@ -153,6 +153,9 @@ class OverviewMessage(TypedDict):
     slo: Slo
     hit_rate: float | None
     ttft_p95: float | None  # seconds
+    pods: int
+    ready: int
+    links_down: int
 
 
 METRIC_FIELDS: tuple[str, ...] = tuple(Metrics.__annotations__)

@@ -51,7 +51,7 @@
     badge(tr.querySelector('[data-cell="slo"]'), slo === "violated" ? "bad" : slo === "ok" ? "ok" : "unknown", slo);
     T.tween(tr.querySelector('[data-cell="hit_rate"]'), m.hit_rate, "percent");
     T.tween(tr.querySelector('[data-cell="ttft_p95"]'), m.ttft_p95, "seconds");
-    // Summaries carry pod and link counts when the sender has them (the opening ones always do).
+    // Every summary (opening and live) carries the pod and link counts.
     if (T.isNum(m.pods) && T.isNum(m.ready)) { tr.querySelector('[data-cell="pods"]').textContent = m.ready + " / " + m.pods; }
     if (T.isNum(m.links_down)) { tr.querySelector('[data-cell="links_down"]').textContent = String(m.links_down); }
     const reasons = (m.health && m.health.reasons) || [];

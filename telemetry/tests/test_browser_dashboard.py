@@ -164,6 +164,9 @@ def test_overview_puts_problems_first_and_resorts_on_live_updates(
                 **summary,
                 "topology_id": alpha.pk,
                 "health": {"state": "down", "reasons": ["decode-0 is not Ready"]},
+                "pods": 4,
+                "ready": 3,
+                "links_down": 2,
             },
         )
         page.wait_for_function(
@@ -178,6 +181,9 @@ def test_overview_puts_problems_first_and_resorts_on_live_updates(
             arg=alpha.pk,
         )
         assert page.get_attribute(f'tr[data-topology-id="{alpha.pk}"]', "class") == "problem"
+        # The live summary carries the counts, so they move without a reload.
+        assert page.inner_text(f'tr[data-topology-id="{alpha.pk}"] [data-cell=pods]') == "3 / 4"
+        assert page.inner_text(f'tr[data-topology-id="{alpha.pk}"] [data-cell=links_down]') == "2"
 
 
 def test_topology_panel_sorts_pods_colours_links_and_marks_deployments(

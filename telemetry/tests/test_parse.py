@@ -167,3 +167,33 @@ def test_an_idle_target_gives_the_same_sample_at_the_new_time_and_a_vanished_fam
     assert idle["ts"] == 3.0 and {**idle, "ts": 1.0} == first
     without_waiting = "\n".join(line for line in text.splitlines() if "num_requests_waiting" not in line)
     assert "waiting" not in parser.parse(without_waiting, ts=5.0)["gauges"]
+
+
+def test_a_target_parser_reads_a_family_without_help_inside_an_unread_familys_block():
+    from telemetry.parse import LineParser
+
+    def text(running: int, cpu: float) -> str:
+        return (
+            "# HELP process_cpu_seconds_total CPU\n# TYPE process_cpu_seconds_total counter\n"
+            f"process_cpu_seconds_total {cpu}\n# TYPE vllm:num_requests_running gauge\n"
+            f'vllm:num_requests_running{{engine="0"}} {running}\n'
+            "# HELP vllm:num_requests_waiting W\n# TYPE vllm:num_requests_waiting gauge\n"
+            "vllm:num_requests_waiting 1\n"
+        )
+
+    parser = LineParser()
+    assert parser.parse(text(2, 1.5), ts=1.0)["gauges"] == {"running": 2, "waiting": 1}
+    assert parser.parse(text(2, 1.75), ts=2.0)["gauges"] == {"running": 2, "waiting": 1}
+    assert parser.parse(text(5, 1.75), ts=3.0)["gauges"] == {"running": 5, "waiting": 1}
+
+
+def test_a_target_parser_rejects_a_malformed_value_of_a_known_series_then_reads_the_next_scrape():
+    from telemetry.parse import LineParser
+
+    parser = LineParser()
+    parser.parse("vllm:num_requests_waiting 2\n", ts=1.0)
+    with pytest.raises(ValueError):
+        parser.parse("vllm:num_requests_waiting 2_0\n", ts=2.0)
+    with pytest.raises(ValueError):
+        parser.parse("vllm:num_requests_waiting two\n", ts=2.0)
+    assert parser.parse("vllm:num_requests_waiting 3 1700000000000\n", ts=3.0)["gauges"]["waiting"] == 3

@@ -154,6 +154,9 @@ async def test_push_reaches_the_topology_and_overview_groups_only_after_commit(t
             "slo": snapshot["slo"],
             "hit_rate": snapshot["totals"]["hit_rate"],
             "ttft_p95": snapshot["totals"]["ttft_p95"],
+            "pods": snapshot["totals"]["pods"],
+            "ready": snapshot["totals"]["ready"],
+            "links_down": snapshot["totals"]["links_down"],
         }
         stored = sync_to_async(
             lambda: Point.objects.filter(series__topology=topology).values("ts").distinct().count()
