@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
@@ -21,13 +21,15 @@ from kube.kubeconfig import (
 
 @dataclass(frozen=True)
 class Credentials:
+    """One validated way of connecting; the secrets stay out of ``repr`` (tracebacks, logs)."""
+
     auth_method: str
     server: str
-    token: str = ""
-    ca_bundle: str = ""
-    client_cert: str = ""
-    client_key: str = ""
-    kubeconfig: str = ""
+    token: str = field(default="", repr=False)
+    ca_bundle: str = field(default="", repr=False)
+    client_cert: str = field(default="", repr=False)
+    client_key: str = field(default="", repr=False)
+    kubeconfig: str = field(default="", repr=False)
     context: str = ""
     namespace: str = ""
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import timedelta
 
 from django.db.models import Count, Q, QuerySet, Sum
+from django.utils import timezone
 
 from clusters.models import AuthMethod, Cluster, ClusterHealthCheck, NodeInventory
 from kube import ClusterConnection
@@ -123,3 +125,13 @@ def cluster_permission_rows(cluster: Cluster) -> list[PermissionRow]:
             )
         (row.allowed if p.get("allowed") else row.denied).append(str(p.get("verb", "")))
     return sorted(rows.values(), key=lambda r: (not r.denied, r.kthena, r.resource))
+
+
+def check_due_clusters(*, older_than: timedelta = timedelta(seconds=50)) -> list[int]:
+    """Ids of clusters not checked within ``older_than`` (the periodic task checks each of them)."""
+    cutoff = timezone.now() - older_than
+    return list(
+        Cluster.objects.filter(Q(last_checked__isnull=True) | Q(last_checked__lt=cutoff)).values_list(
+            "id", flat=True
+        )
+    )

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import inspect
 import logging
 import secrets
 import time
-from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -27,6 +25,14 @@ logger = logging.getLogger(__name__)
 HISTORY_KEEP = 500
 
 
+def _name_taken(name: str) -> Conflict:
+    return Conflict(
+        f"a cluster named {name} already exists; choose another name",
+        code="name_taken",
+        fields={"name": [f"{name} is taken; choose another name"]},
+    )
+
+
 def _validate_name(name: str, *, exclude_pk: int | None = None) -> str:
     name = (name or "").strip()
     if not name:
@@ -41,11 +47,7 @@ def _validate_name(name: str, *, exclude_pk: int | None = None) -> str:
     if exclude_pk is not None:
         taken = taken.exclude(pk=exclude_pk)
     if taken.exists():
-        raise Conflict(
-            f"a cluster named {name} already exists; choose another name",
-            code="name_taken",
-            fields={"name": [f"{name} is taken; choose another name"]},
-        )
+        raise _name_taken(name)
     return name
 
 
@@ -70,6 +72,34 @@ def cluster_register(
     transaction that saves: no database transaction is held open across network calls.
     """
     name = _validate_name(name)
+    creds, result = _tested_credentials(
+        name=name,
+        kubeconfig=kubeconfig,
+        context=context,
+        server=server,
+        token=token,
+        ca_bundle=ca_bundle,
+        in_cluster=in_cluster,
+        allow_unreachable=allow_unreachable,
+    )
+    return _save_new(
+        name=name, description=description, creds=creds, result=result, actor=actor, source_ip=source_ip
+    )
+
+
+def _tested_credentials(
+    *,
+    name: str,
+    kubeconfig: str | None,
+    context: str | None,
+    server: str | None,
+    token: str | None,
+    ca_bundle: str | None,
+    in_cluster: bool,
+    allow_unreachable: bool,
+) -> tuple[Credentials, ConnectionResult]:
+    """Validate one way of connecting and test it (network, no transaction held); an unreachable cluster
+    is refused with the reason on the responsible field unless ``allow_unreachable``."""
     creds = resolve_credentials(
         kubeconfig=kubeconfig,
         context=context,
@@ -81,9 +111,7 @@ def cluster_register(
     result, field = probe_credentials(creds, name)
     if not result.ok and not allow_unreachable:
         raise DomainError(result.message, code="unreachable", fields={field: [result.message]})
-    return _save_new(
-        name=name, description=description, creds=creds, result=result, actor=actor, source_ip=source_ip
-    )
+    return creds, result
 
 
 @transaction.atomic
@@ -112,11 +140,7 @@ def _save_new(
                 created_by=actor if actor is not None and getattr(actor, "is_authenticated", False) else None,
             )
     except IntegrityError:
-        raise Conflict(
-            f"a cluster named {name} already exists; choose another name",
-            code="name_taken",
-            fields={"name": [f"{name} is taken; choose another name"]},
-        ) from None
+        raise _name_taken(name) from None
     ClusterHealthCheck.objects.create(
         cluster=cluster,
         checked_at=now,
@@ -169,17 +193,16 @@ def cluster_update(
     )
     creds = None
     if kubeconfig or server or token or ca_bundle or in_cluster:
-        creds = resolve_credentials(
+        creds, _ = _tested_credentials(
+            name=new_name or cluster.name,
             kubeconfig=kubeconfig,
             context=context,
             server=server,
             token=token,
             ca_bundle=ca_bundle,
             in_cluster=in_cluster,
+            allow_unreachable=allow_unreachable,
         )
-        result, field = probe_credentials(creds, new_name or cluster.name)
-        if not result.ok and not allow_unreachable:
-            raise DomainError(result.message, code="unreachable", fields={field: [result.message]})
     with transaction.atomic():
         locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
         if new_name:
@@ -361,31 +384,12 @@ def cluster_delete(
 
 
 def _remove_topologies(cluster: Cluster, *, actor: Any, source_ip: str | None) -> None:
-    try:
-        from topologies import services as topology_services
-    except ImportError:
-        topology_services = None  # type: ignore[assignment]
-    delete = getattr(topology_services, "topology_delete", None)
-    names = cluster_topology_names(cluster)
-    if delete is None:
-        raise Conflict(
-            f"cluster {cluster.name} still runs {', '.join(names)}, and topologies cannot be removed "
-            "from here yet; delete them on the Topologies page first",
-            code="cluster_in_use",
-        )
-    accepted = inspect.signature(delete).parameters
-    offered = {"actor": actor, "source_ip": source_ip}
+    """Start the removal of every topology on the cluster (each a delete job that removes its objects,
+    then the topology); a topology whose removal or other job is already running is left to it."""
+    from deployments.services import topology_delete_start
+
     for topology in list(cluster.topologies.all()):
-        delete(topology=topology, **{k: v for k, v in offered.items() if k in accepted})
-
-
-def check_due_clusters(*, older_than: timedelta = timedelta(seconds=50)) -> list[int]:
-    """Ids of clusters not checked within ``older_than`` (the periodic task checks each of them)."""
-    cutoff = timezone.now() - older_than
-    from django.db.models import Q
-
-    return list(
-        Cluster.objects.filter(Q(last_checked__isnull=True) | Q(last_checked__lt=cutoff)).values_list(
-            "id", flat=True
-        )
-    )
+        try:
+            topology_delete_start(topology=topology, actor=actor, source_ip=source_ip)
+        except Conflict:
+            continue

@@ -8,7 +8,8 @@ from celery import shared_task
 from django.conf import settings
 
 from clusters.models import Cluster
-from clusters.services import check_due_clusters, cluster_check
+from clusters.selectors import check_due_clusters
+from clusters.services import cluster_check
 
 
 @shared_task(name="clusters.tasks.check_cluster", acks_late=True, ignore_result=True)

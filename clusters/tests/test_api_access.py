@@ -132,12 +132,11 @@ def test_rename_is_audited_and_credentials_stay(api_client, admin_user):
     assert AuditEvent.objects.filter(action="cluster.update").exists()
 
 
-def test_removal_is_refused_while_topologies_run_on_it(api_client, admin_user):
+def _topology(cluster: Cluster, name: str = "ds-pd"):
     from topologies.models import Topology
 
-    cluster = _cluster()
-    Topology.objects.create(
-        name="ds-pd",
+    return Topology.objects.create(
+        name=name,
         cluster=cluster,
         namespace="llm",
         model_name="deepseek",
@@ -149,6 +148,11 @@ def test_removal_is_refused_while_topologies_run_on_it(api_client, admin_user):
         slo_ttft_ms=500,
         slo_tbt_ms=50,
     )
+
+
+def test_removal_is_refused_while_topologies_run_on_it(api_client, admin_user):
+    cluster = _cluster()
+    _topology(cluster)
     api_client.force_authenticate(admin_user)
     response = api_client.delete(f"/api/v1/clusters/{cluster.pk}/")
     assert response.status_code == 409
@@ -157,3 +161,23 @@ def test_removal_is_refused_while_topologies_run_on_it(api_client, admin_user):
     assert "ds-pd" in error["message"]
     assert "confirm" in error["fields"]
     assert Cluster.objects.filter(pk=cluster.pk).exists()
+
+
+def test_confirmed_removal_starts_deleting_its_topologies_then_removes_the_cluster(api_client, admin_user):
+    from deployments.models import Deployment, Kind
+
+    cluster = _cluster()
+    topology = _topology(cluster)
+    api_client.force_authenticate(admin_user)
+    response = api_client.delete(f"/api/v1/clusters/{cluster.pk}/?confirm=true")
+    assert response.status_code == 409
+    error = response.json()["error"]
+    assert error["code"] == "cluster_in_use"
+    assert "removal of ds-pd has started" in error["message"]
+    assert Deployment.objects.filter(topology=topology, kind=Kind.DELETE).count() == 1
+    again = api_client.delete(f"/api/v1/clusters/{cluster.pk}/?confirm=true")
+    assert again.status_code == 409
+    assert Deployment.objects.filter(topology=topology, kind=Kind.DELETE).count() == 1
+    topology.delete()
+    assert api_client.delete(f"/api/v1/clusters/{cluster.pk}/?confirm=true").status_code == 204
+    assert not Cluster.objects.filter(pk=cluster.pk).exists()

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from clusters import tasks
 from clusters.models import AuthMethod, Cluster, HealthState
-from clusters.services import check_due_clusters, cluster_register
+from clusters.selectors import check_due_clusters
+from clusters.services import cluster_register
 
 pytestmark = pytest.mark.django_db
 
