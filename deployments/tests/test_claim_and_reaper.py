@@ -9,8 +9,8 @@ import pytest
 import redis
 from django.utils import timezone
 
+from deployments.job import claim
 from deployments.models import Deployment, State
-from deployments.runner import claim
 from deployments.services import deployment_start
 from deployments.tasks import reap_deployments
 
