@@ -33,3 +33,5 @@ urlpatterns = [
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
 ]
+
+handler404 = "controlplane.views.not_found"

@@ -1,4 +1,4 @@
-"""Project-level pages: the overview and the health endpoints."""
+"""Project-level pages: the overview, the health endpoints, and the not-found answer."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.views import defaults
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from controlplane import readiness
+from controlplane.api.errors import error_body
 
 
 @login_required
@@ -42,3 +44,11 @@ def readyz(request: HttpRequest) -> JsonResponse:
         body["message"] = "; ".join(f"{name} unreachable: {err}" for name, err in failing.items())
     connection.close_if_unusable_or_obsolete()
     return JsonResponse(body, status=200 if not failing else 503)
+
+
+def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """An unknown address under /api/ answers in the API's one error shape; pages get the 404 page."""
+    if request.path.startswith("/api/"):
+        message = f"no API endpoint at {request.path}; the endpoints are listed at /api/v1/docs/"
+        return JsonResponse(error_body("not_found", message), status=404)
+    return defaults.page_not_found(request, exception)

@@ -53,7 +53,8 @@ def test_404_and_405(api_client, admin_user):
 
 def test_unknown_api_path_is_404(api_client, viewer):
     api_client.force_authenticate(viewer)
-    assert api_client.get("/api/v1/no-such-thing/").status_code == 404
+    error = _assert_error_shape(api_client.get("/api/v1/no-such-thing/"), 404, "not_found")
+    assert "/api/v1/docs/" in error["message"]
 
 
 def test_lists_are_paginated(api_client, viewer):
