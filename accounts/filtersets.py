@@ -5,13 +5,14 @@ from django.db.models import Q, QuerySet
 
 from accounts.models import User
 from accounts.roles import Role
+from controlplane.filters import ChoiceFilter
 
 
 class UserFilterSet(django_filters.FilterSet):
     """Shared by the Users page and GET /api/v1/users/."""
 
     q = django_filters.CharFilter(method="filter_q", label="Search")
-    role = django_filters.ChoiceFilter(choices=Role.choices)
+    role = ChoiceFilter(choices=Role.choices)
     is_active = django_filters.BooleanFilter()
 
     class Meta:

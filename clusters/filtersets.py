@@ -6,12 +6,13 @@ import django_filters
 from django.db.models import Q, QuerySet
 
 from clusters.models import AuthMethod, Cluster, HealthState
+from controlplane.filters import ChoiceFilter
 
 
 class ClusterFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search name, description or server")
-    health_state = django_filters.ChoiceFilter(choices=HealthState.choices, label="Health")
-    auth_method = django_filters.ChoiceFilter(choices=AuthMethod.choices, label="Connected by")
+    health_state = ChoiceFilter(choices=HealthState.choices, label="Health")
+    auth_method = ChoiceFilter(choices=AuthMethod.choices, label="Connected by")
     kthena_installed = django_filters.BooleanFilter(label="Kthena installed")
 
     class Meta:

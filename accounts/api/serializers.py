@@ -5,6 +5,8 @@ from rest_framework import serializers
 from accounts.models import User
 from accounts.roles import Role
 
+_ROLE_ERRORS = {"invalid_choice": '"{input}" is not a role; use one of: ' + ", ".join(Role.values)}
+
 
 class UserSerializer(serializers.ModelSerializer[User]):
     class Meta:
@@ -16,13 +18,13 @@ class UserSerializer(serializers.ModelSerializer[User]):
 class UserCreateSerializer(serializers.Serializer[User]):
     username = serializers.CharField(max_length=150)
     email = serializers.EmailField(required=False, allow_blank=True)
-    role = serializers.ChoiceField(choices=Role.choices, default=Role.VIEWER)
+    role = serializers.ChoiceField(choices=Role.choices, default=Role.VIEWER, error_messages=_ROLE_ERRORS)
     password = serializers.CharField(write_only=True, style={"input_type": "password"})
 
 
 class UserUpdateSerializer(serializers.Serializer[User]):
     email = serializers.EmailField(required=False, allow_blank=True)
-    role = serializers.ChoiceField(choices=Role.choices, required=False)
+    role = serializers.ChoiceField(choices=Role.choices, required=False, error_messages=_ROLE_ERRORS)
     is_active = serializers.BooleanField(required=False)
     password = serializers.CharField(write_only=True, required=False, style={"input_type": "password"})
 

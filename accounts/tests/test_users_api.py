@@ -97,3 +97,17 @@ def test_me_needs_a_session(api_client):
     response = api_client.get("/api/v1/me/")
     assert response.status_code in (401, 403)
     assert set(response.json()["error"]) == {"code", "message", "fields"}
+
+
+def test_unknown_role_names_the_roles_to_use(api_client, admin_user):
+    api_client.force_authenticate(admin_user)
+    created = api_client.post(
+        "/api/v1/users/", {"username": "dana", "password": "plenty-long-secret", "role": "boss"}
+    )
+    assert created.status_code == 400
+    assert created.json()["error"]["fields"]["role"] == [
+        '"boss" is not a role; use one of: viewer, operator, admin'
+    ]
+    listed = api_client.get("/api/v1/users/?role=boss")
+    assert listed.status_code == 400
+    assert "use one of: viewer, operator, admin" in listed.json()["error"]["message"]

@@ -181,3 +181,12 @@ def test_confirmed_removal_starts_deleting_its_topologies_then_removes_the_clust
     topology.delete()
     assert api_client.delete(f"/api/v1/clusters/{cluster.pk}/?confirm=true").status_code == 204
     assert not Cluster.objects.filter(pk=cluster.pk).exists()
+
+
+def test_unknown_filter_value_names_the_accepted_values(api_client, viewer):
+    api_client.force_authenticate(viewer)
+    response = api_client.get("/api/v1/clusters/?health_state=sick")
+    assert response.status_code == 400
+    assert response.json()["error"]["fields"]["health_state"] == [
+        "sick is not one of the choices; use one of: healthy, degraded, unreachable, unknown"
+    ]

@@ -132,6 +132,9 @@ def test_list_filters_shared_with_ui(api_client, operator, cluster) -> None:
     assert names == ["qwen3-nixl"]
     bad = api_client.get(f"{URL}?engine=tgi")
     assert bad.status_code == 400 and "engine" in bad.json()["error"]["fields"]
+    assert "use one of: vllm" in bad.json()["error"]["fields"]["engine"][0]
+    unknown = api_client.get(f"{URL}?cluster=999999").json()["error"]["fields"]["cluster"]
+    assert unknown == ["no cluster has id 999999; use an id from /api/v1/clusters/"]
 
 
 def test_delete_starts_a_delete_job(api_client, operator, cluster) -> None:

@@ -1,0 +1,25 @@
+"""Filters whose validation errors name the values they accept (shared by every app's FilterSet)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import django_filters
+
+
+def _accepted(choices: Iterable[tuple[Any, Any]]) -> str:
+    return ", ".join(str(value) for value, _ in choices).replace("%", "%%")
+
+
+class ChoiceFilter(django_filters.ChoiceFilter):
+    """``django_filters.ChoiceFilter`` whose error lists the accepted values: "bogus is not one of the
+    choices; use one of: healthy, degraded, ...". Choices given as a callable keep the stock message."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        choices = kwargs.get("choices")
+        if choices is not None and not callable(choices) and "error_messages" not in kwargs:
+            kwargs["error_messages"] = {
+                "invalid_choice": f"%(value)s is not one of the choices; use one of: {_accepted(choices)}"
+            }
+        super().__init__(*args, **kwargs)
