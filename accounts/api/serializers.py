@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from accounts.models import User
 from accounts.roles import Role
 
-_ROLE_ERRORS = {"invalid_choice": '"{input}" is not a role; use one of: ' + ", ".join(Role.values)}
+_ROLE_ERRORS: dict[str, Any] = {
+    "invalid_choice": '"{input}" is not a role; use one of: ' + ", ".join(Role.values)
+}
 
 
 class UserSerializer(serializers.ModelSerializer[User]):
