@@ -15,6 +15,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 import kube
+from audit.services import audit_record
 from deployments.models import ACTIVE_STATES, Deployment, DeployPolicy, can_move
 from deployments.services import deployment_step_add
 
@@ -76,6 +77,17 @@ class Job:
             raise LostClaim(self.deployment_id)
         deployment = self.load()
         deployment_step_add(deployment=deployment, message=message, detail=detail)
+        if state not in ACTIVE_STATES and deployment.topology is not None:
+            audit_record(
+                action=f"deployment.{state}",
+                target=deployment.topology,
+                detail={
+                    "deployment": deployment.pk,
+                    "kind": deployment.kind,
+                    "revision": deployment.revision_number,
+                    "message": message[:500],
+                },
+            )
         return deployment
 
 

@@ -32,7 +32,11 @@ def _running(new_topology, operator, preset: str = "deepseek-ascend-mooncake"):
 
 
 def _assert_previous_still_running(topology, conn, deployment, number: int = 1):
+    from audit.models import AuditEvent
+
     assert deployment.state == State.ROLLED_BACK, (deployment.error, deployment.diagnosis)
+    outcome = AuditEvent.objects.filter(action="deployment.rolled_back", target_id=str(topology.pk)).get()
+    assert outcome.actor_label == "system" and outcome.detail["deployment"] == deployment.pk
     assert deployment.rolled_back_to.number == number
     assert topology.deployed_revision.number == number
     assert len(ready_pods(conn, topology, number)) == deployment.pods_total > 0
