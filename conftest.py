@@ -72,6 +72,23 @@ def api_client():  # type: ignore[no-untyped-def]
     return APIClient()
 
 
+# Browser tests (pytest-playwright) drive the system Chromium; Playwright's own download is never used.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):  # type: ignore[no-untyped-def]
+    return {**browser_type_launch_args, "executable_path": "/usr/bin/chromium", "args": CHROMIUM_ARGS}
+
+
 # Sandbox clusters (an emulated Kubernetes API + controllers in a subprocess; see sandbox/README.md).
 @pytest.fixture(scope="session")
 def sandbox_cluster():  # type: ignore[no-untyped-def]
