@@ -233,3 +233,23 @@ def test_cancel_stops_the_deploy_and_returns_to_the_last_good_revision(new_topol
     assert "Failed: cancelled by an operator" in [s.message for s in deployment.steps.all()]
     _assert_previous_still_running(topology, conn, deployment)
     assert ready_pods(conn, topology, 2) == []
+
+
+def test_insufficient_capacity_at_runtime_says_how_much_is_asked_and_free(new_topology, operator, conn):
+    topology = _running(new_topology, operator)
+
+    def grow(obj):
+        for template in pod_templates(obj):
+            for container in template["spec"]["containers"]:
+                for part in ("requests", "limits"):
+                    asked = container.get("resources", {}).get(part, {})
+                    if "huawei.com/ascend-1980" in asked:
+                        asked["huawei.com/ascend-1980"] = "16"
+
+    revision_with_manifests(topology, grow, "16 NPUs per pod")
+    deployment = deploy_now(topology, operator)
+    [found] = deployment.diagnosis
+    assert found["code"] == "insufficient_capacity", deployment.diagnosis
+    assert "not enough free `huawei.com/ascend-1980`" in found["message"]
+    assert "asks for 32" in found["message"]
+    _assert_previous_still_running(topology, conn, deployment)
