@@ -1,10 +1,13 @@
-"""Reads for topologies: lists, one topology with its revisions, a revision by number."""
+"""Reads for topologies: lists, one topology with its revisions, a revision by number, a diff of two."""
 
 from __future__ import annotations
+
+import difflib
 
 from django.db.models import QuerySet
 
 from topologies.models import Revision, Topology
+from topologies.render import to_yaml
 
 
 def topology_list() -> QuerySet[Topology]:
@@ -19,3 +22,14 @@ def topology_revisions(topology: Topology) -> QuerySet[Revision]:
 
 def revision_get(topology: Topology, number: int) -> Revision | None:
     return Revision.objects.filter(topology=topology, number=number).first()
+
+
+def revision_diff(a: Revision, b: Revision) -> str:
+    """Unified diff of two revisions' manifests as YAML with sorted keys ("" when identical)."""
+    lines = difflib.unified_diff(
+        to_yaml(a.manifests).splitlines(keepends=True),
+        to_yaml(b.manifests).splitlines(keepends=True),
+        fromfile=f"revision {a.number}",
+        tofile=f"revision {b.number}",
+    )
+    return "".join(lines)

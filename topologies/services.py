@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +12,7 @@ from audit.services import audit_record
 from controlplane.api.errors import Conflict, DomainError
 from topologies.models import Revision, Topology
 from topologies.preflight import ClusterFacts, Finding, NodeFacts, ObjectFacts, master_service, run_preflight
-from topologies.render import kthena, render, to_yaml
+from topologies.render import kthena, render
 from topologies.spec import SpecError, TopologySpec
 
 if TYPE_CHECKING:
@@ -140,17 +139,6 @@ def topology_update(
         detail={"revision": revision.number, "message": revision.message},
     )
     return locked
-
-
-def revision_diff(a: Revision, b: Revision) -> str:
-    """Unified diff of two revisions' manifests as YAML with sorted keys ("" when identical)."""
-    lines = difflib.unified_diff(
-        to_yaml(a.manifests).splitlines(keepends=True),
-        to_yaml(b.manifests).splitlines(keepends=True),
-        fromfile=f"revision {a.number}",
-        tofile=f"revision {b.number}",
-    )
-    return "".join(lines)
 
 
 def _own_in_use(pods: list[Any], spec: TopologySpec | None) -> dict[str, dict[str, int]]:

@@ -84,7 +84,7 @@ def topology_detail(request: HttpRequest, pk: int) -> HttpResponse:
         if a is None or b is None:
             diff_error = f"revision {from_n if a is None else to_n} does not exist; pick one from the list"
         else:
-            diff = diff_lines(services.revision_diff(a, b))
+            diff = diff_lines(selectors.revision_diff(a, b))
     current = topology.current_revision
     panels.register_known_panels()
     roles = topology.spec.get("roles", {})

@@ -129,14 +129,7 @@ class TopologyViewSet(
         data.is_valid(raise_exception=True)
         revision: Revision | None = None
         if "revision" in data.validated_data:
-            revision = selectors.revision_get(topology, data.validated_data["revision"])
-            if revision is None:
-                raise DomainError(
-                    f"topology {topology.name} has no revision {data.validated_data['revision']}",
-                    code="not_found",
-                    fields={"revision": ["use a number from the revisions list"]},
-                    status_code=404,
-                )
+            revision = _revision(topology, data.validated_data["revision"], field="revision")
         return Response(preflight_body(services.topology_preflight(topology=topology, revision=revision)))
 
     @extend_schema(
@@ -158,6 +151,19 @@ def _topology(pk: int) -> Topology:
     return get_object_or_404(Topology.objects.all(), pk=pk)
 
 
+def _revision(topology: Topology, number: int, *, field: str) -> Revision:
+    """The topology's revision ``number``, or a 404 naming ``field`` and where to find valid numbers."""
+    revision = selectors.revision_get(topology, number)
+    if revision is None:
+        raise DomainError(
+            f"topology {topology.name} has no revision {number}",
+            code="not_found",
+            status_code=404,
+            fields={field: ["use a number from the revisions list"]},
+        )
+    return revision
+
+
 class RevisionList(APIView):
     """Revisions of one topology, newest first."""
 
@@ -172,14 +178,7 @@ class RevisionDetail(APIView):
 
     @extend_schema(responses={200: RevisionSerializer})
     def get(self, request: Request, pk: int, number: int) -> Response:
-        revision = selectors.revision_get(_topology(pk), number)
-        if revision is None:
-            raise DomainError(
-                f"no revision {number}",
-                code="not_found",
-                status_code=404,
-                fields={"number": ["use a number from the revisions list"]},
-            )
+        revision = _revision(_topology(pk), number, field="number")
         return Response(RevisionSerializer(revision).data)
 
 
@@ -195,22 +194,12 @@ class RevisionDiff(APIView):
         query = DiffQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         numbers = {"from": query.validated_data["from_"], "to": query.validated_data["to"]}
-        found: dict[str, Revision] = {}
-        for key, number in numbers.items():
-            revision = selectors.revision_get(topology, number)
-            if revision is None:
-                raise DomainError(
-                    f"topology {topology.name} has no revision {number}",
-                    code="not_found",
-                    status_code=404,
-                    fields={key: ["use a number from the revisions list"]},
-                )
-            found[key] = revision
+        found = {key: _revision(topology, number, field=key) for key, number in numbers.items()}
         return Response(
             {
                 "topology": topology.pk,
                 "from_revision": numbers["from"],
                 "to_revision": numbers["to"],
-                "diff": services.revision_diff(found["from"], found["to"]),
+                "diff": selectors.revision_diff(found["from"], found["to"]),
             }
         )

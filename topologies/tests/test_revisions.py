@@ -7,7 +7,8 @@ import pytest
 from audit.models import AuditEvent
 from topologies.models import Revision, RevisionImmutable
 from topologies.presets import preset_spec
-from topologies.services import revision_diff, topology_create, topology_update
+from topologies.selectors import revision_diff
+from topologies.services import topology_create, topology_update
 
 pytestmark = pytest.mark.django_db
 
