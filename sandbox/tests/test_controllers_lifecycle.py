@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import requests
@@ -56,11 +55,10 @@ def test_sigterm_stops_the_sandbox_within_seconds_with_engines_running(tmp_path)
         )
         server = cluster.server
     finally:
-        started = time.monotonic()
-        code = cluster.stop()
-        elapsed = time.monotonic() - started
-    assert code == 0
-    assert elapsed < 8, f"stopping took {elapsed:.1f} s"
+        code = cluster.stop()  # SIGTERM, then a kill after 10 s: exit code 0 means it stopped by itself
+    assert code == 0, (
+        "the sandbox did not stop by itself within 10 s of SIGTERM (timings: bench/sandbox_lifecycle.py)"
+    )
     assert "sandbox stopped" in cluster.output
     try:
         requests.get(f"{server}/version", timeout=1)
