@@ -76,9 +76,13 @@ def user_update(
     role: str | None = None,
     is_active: bool | None = None,
     email: str | None = None,
+    password: str | None = None,
     source_ip: str | None = None,
 ) -> User:
+    """Change role, active flag, email and/or password together: all of them, or (on any error) none."""
     user = User.objects.select_for_update().get(pk=user.pk)
+    if password is not None:
+        _check_password(password, user)
     changes: dict[str, list[object]] = {}
     if role is not None and role != user.role:
         _check_role(role)
@@ -90,17 +94,18 @@ def user_update(
     if email is not None and email.strip() != user.email:
         changes["email"] = [user.email, email.strip()]
         user.email = email.strip()
-    if not changes:
-        return user
-    was_admin = _is_active_admin(User.objects.get(pk=user.pk))
-    if was_admin and not _is_active_admin(user) and active_admin_count() <= 1:
-        raise Conflict(
-            "This is the last active admin; Tandem needs at least one.",
-            code="last_admin",
-            fields={"role": ["Make another user an admin first."]},
-        )
-    user.save()
-    audit_record(action="user.update", actor=actor, target=user, source_ip=source_ip, detail=changes)
+    if changes:
+        was_admin = _is_active_admin(User.objects.get(pk=user.pk))
+        if was_admin and not _is_active_admin(user) and active_admin_count() <= 1:
+            raise Conflict(
+                "This is the last active admin; Tandem needs at least one.",
+                code="last_admin",
+                fields={"role": ["Make another user an admin first."]},
+            )
+        user.save()
+        audit_record(action="user.update", actor=actor, target=user, source_ip=source_ip, detail=changes)
+    if password is not None:
+        user = user_set_password(actor=actor, user=user, password=password, source_ip=source_ip)
     return user
 
 

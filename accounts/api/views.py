@@ -48,13 +48,9 @@ class UserViewSet(
         user = self.get_object()
         data = UserUpdateSerializer(data=request.data, partial=bool(kwargs.get("partial", False)))
         data.is_valid(raise_exception=True)
-        fields = dict(data.validated_data)
-        password = fields.pop("password", None)
-        user = services.user_update(actor=request.user, user=user, source_ip=client_ip(request), **fields)
-        if password is not None:
-            user = services.user_set_password(
-                actor=request.user, user=user, password=password, source_ip=client_ip(request)
-            )
+        user = services.user_update(
+            actor=request.user, user=user, source_ip=client_ip(request), **data.validated_data
+        )
         return Response(UserSerializer(user).data)
 
     @extend_schema(request=UserUpdateSerializer, responses={200: UserSerializer})

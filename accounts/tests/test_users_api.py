@@ -111,3 +111,25 @@ def test_unknown_role_names_the_roles_to_use(api_client, admin_user):
     listed = api_client.get("/api/v1/users/?role=boss")
     assert listed.status_code == 400
     assert "use one of: viewer, operator, admin" in listed.json()["error"]["message"]
+
+
+def test_update_with_a_weak_password_changes_nothing(api_client, admin_user, viewer):
+    api_client.force_authenticate(admin_user)
+    response = api_client.patch(f"/api/v1/users/{viewer.pk}/", {"role": "operator", "password": "short"})
+    assert response.status_code == 400
+    assert "password" in response.json()["error"]["fields"]
+    viewer.refresh_from_db()
+    assert viewer.role == "viewer"
+    assert viewer.check_password("correct-horse-battery")
+    assert not AuditEvent.objects.filter(action="user.update").exists()
+
+
+def test_update_changes_role_and_password_together(api_client, admin_user, viewer):
+    api_client.force_authenticate(admin_user)
+    response = api_client.patch(
+        f"/api/v1/users/{viewer.pk}/", {"role": "operator", "password": "plenty-long-secret"}
+    )
+    assert response.status_code == 200, response.json()
+    viewer.refresh_from_db()
+    assert viewer.role == "operator" and viewer.check_password("plenty-long-secret")
+    assert {"user.update", "user.password_set"} <= set(AuditEvent.objects.values_list("action", flat=True))
