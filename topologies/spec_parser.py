@@ -9,6 +9,7 @@ from topologies.spec import (
     BACKENDS,
     CACHE_DTYPES,
     CONNECTORS,
+    CREDENTIAL_ENV,
     DEFAULT_PORT,
     DNS_LABEL,
     ENGINE_CONNECTORS,
@@ -19,6 +20,7 @@ from topologies.spec import (
     MANAGED_FLAGS,
     NAME_MAX,
     RESOURCE_NAME,
+    SECRET_REF,
     Bounds,
     CacheDesc,
     ConnectorSpec,
@@ -109,6 +111,19 @@ class SpecParser:
                 continue
             if isinstance(v, bool) or not isinstance(v, (str, int, float)):
                 self.err(f"{path}.{k}", "must be a string")
+                continue
+            if env and str(v).startswith("secret:") and not SECRET_REF.match(str(v)):
+                self.err(
+                    f"{path}.{k}", "a secret reference reads secret:<secret-name>/<key>, e.g. secret:hf/token"
+                )
+                continue
+            if env and CREDENTIAL_ENV.search(k) and not SECRET_REF.match(str(v)):
+                self.err(
+                    f"{path}.{k}",
+                    "looks like a credential, and the spec is shown to every viewer and kept in every "
+                    "revision; put it in a Kubernetes Secret in the topology's namespace and write "
+                    "secret:<secret-name>/<key>",
+                )
                 continue
             if not env and not LABEL_VALUE.match(str(v)):
                 self.err(f"{path}.{k}", "is not a valid label value (≤63 of letters, digits, -_.)")

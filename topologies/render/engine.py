@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from kube import labels
-from topologies.spec import ConnectorSpec, RoleSpec, TopologySpec
+from topologies.spec import SECRET_REF, ConnectorSpec, RoleSpec, TopologySpec
 
 CONFIG_DIR = "/etc/tandem"
 ASCEND_MOONCAKE_MODULE = "vllm_ascend.distributed.mooncake_connector"
@@ -228,8 +228,16 @@ def container_env(spec: TopologySpec, role: str) -> list[dict[str, Any]]:
             _env("MIES_SERVICE_MONITOR_MODE", "1"),
         ]
     env += _connector_env(spec, role)
-    env += [_env(k, v) for k, v in spec.role(role).env.items()]
+    env += [_user_env(k, v) for k, v in spec.role(role).env.items()]
     return env
+
+
+def _user_env(name: str, value: str) -> dict[str, Any]:
+    """An env entry of the spec; "secret:<secret-name>/<key>" becomes a reference to that Secret's key."""
+    ref = SECRET_REF.match(value)
+    if ref is None:
+        return _env(name, value)
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.group(1), "key": ref.group(3)}}}
 
 
 def container_ports(spec: TopologySpec, role: str) -> list[dict[str, Any]]:

@@ -145,3 +145,30 @@ def test_defaults_fill_in() -> None:
 
 def test_non_object_spec_is_refused() -> None:
     assert "must be an object" in _errors([])["spec"][0]  # type: ignore[arg-type]
+
+
+def test_credentials_in_env_must_reference_a_secret() -> None:
+    data = preset_spec("qwen-gpu-nixl")
+    data["roles"]["prefill"]["env"] = {"HF_TOKEN": "hf_abc123", "TOKENIZERS_PARALLELISM": "false"}
+    data["roles"]["decode"]["env"] = {"OPENAI_API_KEY": "secret:openai"}
+    errors = _errors(data)
+    assert "Kubernetes Secret" in errors["roles.prefill.env.HF_TOKEN"][0]
+    assert "secret:<secret-name>/<key>" in errors["roles.prefill.env.HF_TOKEN"][0]
+    assert "roles.prefill.env.TOKENIZERS_PARALLELISM" not in errors
+    assert errors["roles.decode.env.OPENAI_API_KEY"] == [
+        "a secret reference reads secret:<secret-name>/<key>, e.g. secret:hf/token"
+    ]
+
+
+def test_secret_reference_renders_as_a_secret_key_ref() -> None:
+    from topologies.render.engine import container_env
+
+    data = preset_spec("qwen-gpu-nixl")
+    data["roles"]["prefill"]["env"] = {"HF_TOKEN": "secret:hf-cred/token"}
+    spec = TopologySpec.from_dict(data)
+    assert spec.role("prefill").env == {"HF_TOKEN": "secret:hf-cred/token"}
+    env = {e["name"]: e for e in container_env(spec, "prefill")}
+    assert env["HF_TOKEN"] == {
+        "name": "HF_TOKEN",
+        "valueFrom": {"secretKeyRef": {"name": "hf-cred", "key": "token"}},
+    }
