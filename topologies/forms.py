@@ -87,7 +87,8 @@ def _role_fields(role: str) -> list[EditorField]:
         EditorField(
             f"{p}.env",
             "Environment",
-            "One variable per line, NAME=value.",
+            "One variable per line, NAME=value. Credentials come from a Kubernetes Secret in the "
+            "namespace: HF_TOKEN=secret:<secret-name>/<key>.",
             "map",
             placeholder="HF_HUB_OFFLINE=1",
         ),
