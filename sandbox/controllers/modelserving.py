@@ -3,9 +3,13 @@
 Group `g` of ModelServing `ms` is `ms-g`; replica `i` of role `r` in it has role id `r-i`, an
 entry pod `ms-g-r-i-0` (label `modelserving.volcano.sh/entry=true`) and `workerReplicas` worker
 pods `ms-g-r-i-1..n`, plus a headless Service named like the entry pod. Every pod carries
-`modelserving.volcano.sh/{name,group-name,role,role-id,revision}` and the template's own labels.
-A template change replaces one serving group at a time (the others stay available); scaling
-`spec.replicas` (also through the scale subresource) adds or drains whole groups. A lost pod is
+`modelserving.volcano.sh/{name,group-name,role,role-id,revision,role-template-hash}` and the template's
+own labels. As in Kthena, neither hash counts a role's `replicas` or `maxUnavailable`: changing how many
+instances a role runs adds or drains instances of that role and touches no other pod. A template change
+replaces one serving group at a time (the others stay available), or with `rolloutStrategy.type:
+RoleRollingUpdate` only the instances of the roles whose template changed, at most `maxUnavailable`
+(default 1) of each role at a time; scaling `spec.replicas` (also through the scale subresource) adds
+or drains whole groups. A lost pod is
 recovered per `recoveryPolicy`: `ServingGroupRecreate` recreates its whole group, `RoleRecreate`
 (the default) its role instance (entry + workers), `None` nothing.
 """
@@ -28,11 +32,46 @@ ROLE = "modelserving.volcano.sh/role"
 ROLE_ID = "modelserving.volcano.sh/role-id"
 ENTRY = "modelserving.volcano.sh/entry"
 REVISION = "modelserving.volcano.sh/revision"
+ROLE_HASH = "modelserving.volcano.sh/role-template-hash"
+# Fields of a role that change how many pods run, not what runs in them: left out of both hashes.
+_COUNT_FIELDS = ("replicas", "maxUnavailable")
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def _role_template(role: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in role.items() if k not in _COUNT_FIELDS}
 
 
 def revision_of(ms: dict[str, Any]) -> str:
-    template = ms["spec"].get("template") or {}
-    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+    template = dict(ms["spec"].get("template") or {})
+    template["roles"] = [_role_template(r) for r in template.get("roles") or []]
+    return _digest(template)
+
+
+def role_hash(role: dict[str, Any]) -> str:
+    return _digest(_role_template(role))
+
+
+def role_rolling(ms: dict[str, Any]) -> bool:
+    return ((ms["spec"].get("rolloutStrategy") or {}).get("type")) == "RoleRollingUpdate"
+
+
+def max_unavailable(role: dict[str, Any]) -> int:
+    """The role's maxUnavailable resolved against its replicas (rounded down, at least 1)."""
+    value = role.get("maxUnavailable", 1)
+    replicas = int(role.get("replicas", 1))
+    if isinstance(value, str) and value.endswith("%"):
+        return max(1, int(replicas * float(value[:-1]) / 100))
+    return max(1, int(value))
+
+
+def is_stale(ms: dict[str, Any], live: dict[str, Any], desired: dict[str, Any]) -> bool:
+    """Whether a live pod runs an older template than its desired form (per role or per revision)."""
+    key = ROLE_HASH if role_rolling(ms) else REVISION
+    return live["metadata"].get("labels", {}).get(key) != desired["metadata"]["labels"][key]
 
 
 def desired_pods(ms: dict[str, Any], group_index: int) -> list[dict[str, Any]]:
@@ -42,6 +81,7 @@ def desired_pods(ms: dict[str, Any], group_index: int) -> list[dict[str, Any]]:
     revision = revision_of(ms)
     pods = []
     for role in (ms["spec"].get("template") or {}).get("roles") or []:
+        template_hash = role_hash(role)
         for index in range(int(role.get("replicas", 1))):
             role_id = f"{role['name']}-{index}"
             entry_name = f"{group_name}-{role_id}-0"
@@ -55,6 +95,7 @@ def desired_pods(ms: dict[str, Any], group_index: int) -> list[dict[str, Any]]:
                     ROLE: role["name"],
                     ROLE_ID: role_id,
                     REVISION: revision,
+                    ROLE_HASH: template_hash,
                 }
                 if pod_index == 0:
                     labels[ENTRY] = "true"
@@ -85,6 +126,10 @@ def desired_pods(ms: dict[str, Any], group_index: int) -> list[dict[str, Any]]:
                     }
                 )
     return pods
+
+
+def _ready(pod: dict[str, Any] | None) -> bool:
+    return pod is not None and is_pod_ready(pod) and not pod["metadata"].get("deletionTimestamp")
 
 
 def recovery_units(pods: list[dict[str, Any]], policy: str) -> list[list[dict[str, Any]]]:
@@ -119,7 +164,6 @@ class ModelServingController(Reconciler):
         svc_rt = self.rt("", "services")
         namespace = ms["metadata"]["namespace"]
         uid = ms["metadata"]["uid"]
-        revision = revision_of(ms)
         replicas = int(ms["spec"].get("replicas", 1))
         existing = {
             p["metadata"]["name"]: p for p in self.api.store.iter("", "pods", namespace) if owned_by(p, uid)
@@ -133,27 +177,23 @@ class ModelServingController(Reconciler):
         group_ready: dict[int, bool] = {}
         group_updated: dict[int, bool] = {}
         for g, pods in wanted.items():
-            current = [existing.get(p["metadata"]["name"]) for p in pods]
-            group_ready[g] = all(
-                p is not None and is_pod_ready(p) and not p["metadata"].get("deletionTimestamp")
-                for p in current
-            )
+            group_ready[g] = all(_ready(existing.get(p["metadata"]["name"])) for p in pods)
             group_updated[g] = all(
-                p is not None and p["metadata"].get("labels", {}).get(REVISION) == revision for p in current
+                (live := existing.get(p["metadata"]["name"])) is not None and not is_stale(ms, live, p)
+                for p in pods
             )
-        # Rolling replacement: recreate one outdated group at a time while the others are ready.
-        outdated = [
-            g
-            for g in wanted
-            if not group_updated[g] and any(existing.get(p["metadata"]["name"]) for p in wanted[g])
-        ]
-        others_ready = all(group_ready[g] for g in wanted if g not in outdated)
-        if outdated and others_ready:
-            for pod in wanted[outdated[0]]:
-                live = existing.get(pod["metadata"]["name"])
-                stale = live is not None and live["metadata"].get("labels", {}).get(REVISION) != revision
-                if stale and live is not None and not live["metadata"].get("deletionTimestamp"):
-                    self._delete(pods_rt, namespace, pod["metadata"]["name"])
+        if role_rolling(ms):
+            self._roll_roles(ms, wanted, existing)
+        else:
+            # Rolling replacement: recreate one outdated group at a time while the others are ready.
+            outdated = [
+                g
+                for g in wanted
+                if not group_updated[g] and any(existing.get(p["metadata"]["name"]) for p in wanted[g])
+            ]
+            others_ready = all(group_ready[g] for g in wanted if g not in outdated)
+            if outdated and others_ready:
+                self._replace_stale(ms, wanted[outdated[0]], existing)
         created = self._created.setdefault(uid, set())
         policy = ms["spec"].get("recoveryPolicy", "RoleRecreate")
         for pods in wanted.values():
@@ -175,6 +215,49 @@ class ModelServingController(Reconciler):
                     if pod["metadata"]["name"] not in existing:
                         self._create(pods_rt, svc_rt, ms, pod)
         self._status(ms, group_ready, group_updated, replicas)
+
+    def _replace_stale(
+        self, ms: dict[str, Any], pods: list[dict[str, Any]], existing: dict[str, dict[str, Any]]
+    ) -> None:
+        """Delete the pods of `pods` that run an older template; the sync recreates them."""
+        for pod in pods:
+            live = existing.get(pod["metadata"]["name"])
+            if live is not None and not live["metadata"].get("deletionTimestamp") and is_stale(ms, live, pod):
+                self._delete(self.rt("", "pods"), ms["metadata"]["namespace"], pod["metadata"]["name"])
+
+    def _roll_roles(
+        self, ms: dict[str, Any], wanted: dict[int, list[dict[str, Any]]], existing: dict[str, dict[str, Any]]
+    ) -> None:
+        """RoleRollingUpdate: replace outdated instances of each role, at most maxUnavailable at a time;
+        roles whose template did not change are left alone."""
+        roles = {r["name"]: r for r in (ms["spec"].get("template") or {}).get("roles") or []}
+        instances: dict[str, list[list[dict[str, Any]]]] = {}
+        for pods in wanted.values():
+            units: dict[str, list[dict[str, Any]]] = {}
+            for pod in pods:
+                units.setdefault(pod["metadata"]["labels"][ROLE_ID], []).append(pod)
+            for unit in units.values():
+                instances.setdefault(unit[0]["metadata"]["labels"][ROLE], []).append(unit)
+        for name, units in instances.items():
+
+            def unit_ready(unit: list[dict[str, Any]]) -> bool:
+                return all(_ready(existing.get(p["metadata"]["name"])) for p in unit)
+
+            def unit_stale(unit: list[dict[str, Any]]) -> bool:
+                return any(
+                    (live := existing.get(p["metadata"]["name"])) is not None and is_stale(ms, live, p)
+                    for p in unit
+                )
+
+            budget = max_unavailable(roles[name]) - sum(1 for u in units if not unit_ready(u))
+            for unit in units:
+                if not unit_stale(unit):
+                    continue
+                if unit_ready(unit):  # replacing a serving instance costs availability
+                    if budget <= 0:
+                        continue
+                    budget -= 1
+                self._replace_stale(ms, unit, existing)
 
     def _create(self, pods_rt: Any, svc_rt: Any, ms: dict[str, Any], pod: dict[str, Any]) -> None:
         pod["metadata"]["ownerReferences"] = [owner_reference(ms)]
