@@ -1,11 +1,14 @@
 """Websocket fan-out: N signed-in clients on /ws/overview/ while one update per second is published.
 
-Starts the ASGI app (uvicorn, one process) on a bench database, connects N websocket clients with a
-viewer's session cookie, publishes through the real channel layer (channels-redis) exactly as the
-collection task does, and prints delivery latency (publish → every client's receive) and the server's
-CPU and memory. Target: p99 < 250 ms at 500 clients and 1 update/s.
+Starts the ASGI app (uvicorn; one process unless --server-processes) on a bench database, connects N
+websocket clients with a viewer's session cookie from several client processes (so the clients are
+never the bottleneck: their CPU is printed too), publishes through the real channel layer
+(channels-redis) exactly as the collection task does, and prints delivery latency (the publisher's
+clock at group_send → each client's clock at receive; same machine) and the server's CPU and memory.
+Target: p99 < 250 ms at 500 clients and 1 update/s.
 
     .venv/bin/python bench/telemetry_fanout.py [--clients 500] [--seconds 30] [--rate 1] [--layer both]
+        [--ws auto|websockets|websockets-sansio|wsproto|all] [--processes 4] [--server-processes 1]
     .venv/bin/python bench/telemetry_fanout.py --layer-only   # the channel layer alone, no websockets
 
 Environment (defaults suit a developer machine with local PostgreSQL and Redis):
@@ -29,6 +32,7 @@ from urllib.parse import urlparse
 from urllib.request import urlopen
 
 ROOT = Path(__file__).resolve().parent.parent
+WS_IMPLEMENTATIONS = ("websockets", "websockets-sansio", "wsproto")
 
 
 def bench_env(**extra: str) -> dict[str, str]:
@@ -95,8 +99,10 @@ def free_port() -> int:
 class Uvicorn:
     """The ASGI app in a uvicorn subprocess on a free loopback port."""
 
-    def __init__(self) -> None:
+    def __init__(self, ws: str = "auto", workers: int = 1) -> None:
         self.port = free_port()
+        self.ws = ws
+        self.workers = workers
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -117,6 +123,9 @@ class Uvicorn:
                 "--log-level",
                 "warning",
                 "--no-access-log",
+                "--ws",
+                self.ws,
+                *(["--workers", str(self.workers)] if self.workers > 1 else []),
             ],
             cwd=ROOT,
             env=dict(os.environ),
@@ -141,21 +150,37 @@ class Uvicorn:
 
 
 class ProcStats:
-    """CPU seconds and resident memory of one process, from /proc."""
+    """CPU seconds and resident memory of one process (with its child processes: uvicorn's
+    workers), from /proc."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, *, children: bool = False) -> None:
         self.pid = pid
+        self.children = children
         self.ticks = os.sysconf("SC_CLK_TCK")
 
+    def pids(self) -> list[int]:
+        found = [self.pid]
+        if not self.children:
+            return found
+        for task in Path(f"/proc/{self.pid}/task").iterdir():
+            children = (task / "children").read_text().split()
+            found += [int(child) for child in children]
+        return found
+
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / self.ticks
+        total = 0
+        for pid in self.pids():
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        return total / self.ticks
 
     def rss_mb(self) -> float:
-        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-        return 0.0
+        total = 0
+        for pid in self.pids():
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        return total / 1024
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -166,79 +191,133 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-async def run(clients: int, seconds: float, rate: float) -> None:
+async def client_worker(count: int, url: str, origin: str) -> None:
+    """One client process: `count` websockets; prints "ready", then (when stdin closes) its
+    latencies as JSON. Latency = this process's receive time - the publisher's send time."""
     import websockets
+
+    headers = {"Cookie": f"sessionid={os.environ['BENCH_WS_COOKIE']}", "Origin": origin}
+    latencies: list[float] = []
+
+    async def read(ws) -> None:  # type: ignore[no-untyped-def]
+        async for raw in ws:
+            now = time.time()
+            if '"bench_sent"' in raw:
+                latencies.append(now - json.loads(raw)["bench_sent"])
+
+    sockets = []
+    for first in range(0, count, 25):  # a steady ramp: 25 handshakes at a time
+        batch = min(25, count - first)
+        sockets += await asyncio.gather(
+            *(
+                websockets.connect(url, additional_headers=headers, max_queue=None, open_timeout=60)
+                for _ in range(batch)
+            )
+        )
+    tasks = [asyncio.create_task(read(ws)) for ws in sockets]
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+    print(json.dumps(latencies), flush=True)
+
+
+async def run(clients: int, seconds: float, rate: float, processes: int, ws: str, servers: int) -> None:
     from channels.layers import get_channel_layer
 
     from controlplane.broadcast import overview_group
 
     cookie = await asyncio.to_thread(session_cookie)
-    with Uvicorn() as server:
+    with Uvicorn(ws=ws, workers=servers) as server:
         assert server.proc is not None
-        stats = ProcStats(server.proc.pid)
+        stats = ProcStats(server.proc.pid, children=True)
         url = f"ws://127.0.0.1:{server.port}/ws/overview/"
-        headers = {"Cookie": f"sessionid={cookie}", "Origin": server.base}
-        latencies: list[float] = []
-        by_update: dict[int, list[float]] = {}
         connect_started = time.perf_counter()
-
-        async def read(ws) -> None:  # type: ignore[no-untyped-def]
-            async for raw in ws:
-                now = time.time()
-                if '"bench_sent"' in raw:
-                    message = json.loads(raw)
-                    latencies.append(now - message["bench_sent"])
-                    by_update.setdefault(message["seq"], []).append(now - message["bench_sent"])
-
-        sockets = []
-        for first in range(0, clients, 25):  # a steady ramp: 25 handshakes at a time
-            batch = min(25, clients - first)
-            sockets += await asyncio.gather(
-                *(
-                    websockets.connect(url, additional_headers=headers, max_queue=None, open_timeout=60)
-                    for _ in range(batch)
-                )
+        shares = [clients // processes + (1 if n < clients % processes else 0) for n in range(processes)]
+        workers = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    __file__,
+                    "--client-worker",
+                    str(share),
+                    "--url",
+                    url,
+                    "--origin",
+                    server.base,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env={**os.environ, "BENCH_WS_COOKIE": cookie},
             )
-        tasks = [asyncio.create_task(read(ws)) for ws in sockets]
-        connect_s = time.perf_counter() - connect_started
-        await asyncio.sleep(1.0)
-        layer = get_channel_layer()
-        assert layer is not None
-        rss_idle = stats.rss_mb()
-        cpu0, wall0 = stats.cpu_seconds(), time.perf_counter()
-        me = ProcStats(os.getpid())
-        client_cpu0 = me.cpu_seconds()
-        sent = 0
-        start = time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            due = start + sent / rate
-            await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            payload = {
-                "kind": "overview",
-                "topology_id": 0,
-                "bench_sent": time.time(),
-                "seq": sent,
-                "health": {"state": "healthy", "reasons": []},
-                "slo": {"state": "ok"},
-                "hit_rate": 0.5,
-                "ttft_p95": 0.12,
-            }
-            await layer.group_send(overview_group(), {"type": "broadcast.event", "payload": payload})
-            sent += 1
-        await asyncio.sleep(2.0)
-        cpu1, wall1 = stats.cpu_seconds(), time.perf_counter()
-        client_cpu = me.cpu_seconds() - client_cpu0
-        rss_busy = stats.rss_mb()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.gather(*(ws.close() for ws in sockets), return_exceptions=True)
+            for share in shares
+            if share
+        ]
+        try:
+            for worker in workers:
+                assert worker.stdout is not None
+                line = await asyncio.to_thread(worker.stdout.readline)
+                if line.strip() != "ready":
+                    raise RuntimeError(f"a client process did not connect its sockets: {line!r}")
+            connect_s = time.perf_counter() - connect_started
+            await asyncio.sleep(1.0)
+            layer = get_channel_layer()
+            assert layer is not None
+            rss_idle = stats.rss_mb()
+            client_stats = [ProcStats(worker.pid) for worker in workers]
+            client_cpu0 = [c.cpu_seconds() for c in client_stats]
+            me = ProcStats(os.getpid())
+            cpu0, my_cpu0, wall0 = stats.cpu_seconds(), me.cpu_seconds(), time.perf_counter()
+            sent = 0
+            start = time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                due = start + sent / rate
+                await asyncio.sleep(max(0.0, due - time.perf_counter()))
+                payload = {
+                    "kind": "overview",
+                    "topology_id": 0,
+                    "bench_sent": time.time(),
+                    "seq": sent,
+                    "health": {"state": "healthy", "reasons": []},
+                    "slo": {"state": "ok"},
+                    "hit_rate": 0.5,
+                    "ttft_p95": 0.12,
+                    "pods": 8,
+                    "ready": 8,
+                    "links_down": 0,
+                }
+                await layer.group_send(overview_group(), {"type": "broadcast.event", "payload": payload})
+                sent += 1
+            await asyncio.sleep(2.0)
+            cpu1, my_cpu1, wall1 = stats.cpu_seconds(), me.cpu_seconds(), time.perf_counter()
+            client_cpu = [c.cpu_seconds() - c0 for c, c0 in zip(client_stats, client_cpu0, strict=True)]
+            rss_busy = stats.rss_mb()
+            latencies: list[float] = []
+            for worker in workers:
+                assert worker.stdin is not None and worker.stdout is not None
+                worker.stdin.close()
+            for worker in workers:
+                assert worker.stdout is not None
+                latencies += json.loads(await asyncio.to_thread(worker.stdout.readline) or "[]")
+        finally:
+            for worker in workers:
+                try:
+                    worker.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
 
     expected = sent * clients
     ms = [v * 1000 for v in latencies]
+    wall = wall1 - wall0
     print(
-        f"websocket fan-out ({os.environ['CHANNEL_LAYER']} channel layer): {clients} clients, "
-        f"{sent} updates at {rate:g}/s over {seconds:g} s"
+        f"websocket fan-out ({os.environ['CHANNEL_LAYER']} channel layer, uvicorn --ws {ws}, "
+        f"{servers} server process{'es' if servers > 1 else ''}): "
+        f"{clients} clients "
+        f"in {len(workers)} client processes, {sent} updates at {rate:g}/s over {seconds:g} s; "
+        f"latency = publish (group_send) -> client receive"
     )
     print(f"  connect all clients      {connect_s:8.2f} s")
     print(f"  delivered                {len(ms):8d} / {expected} ({100 * len(ms) / max(1, expected):.2f} %)")
@@ -246,12 +325,15 @@ async def run(clients: int, seconds: float, rate: float) -> None:
     print(f"  latency p95              {quantile(ms, 0.95):8.1f} ms")
     print(f"  latency p99              {quantile(ms, 0.99):8.1f} ms   (target < 250 ms)")
     print(f"  latency max              {max(ms) if ms else float('nan'):8.1f} ms")
-    if os.environ.get("BENCH_VERBOSE"):
-        for seq, values in sorted(by_update.items()):
-            print(f"  update {seq:3d}: min {1000 * min(values):7.1f}  max {1000 * max(values):7.1f} ms")
-    print(f"  server CPU               {100 * (cpu1 - cpu0) / (wall1 - wall0):8.1f} % of one core")
-    print(f"  client CPU (this proc)   {100 * client_cpu / (wall1 - wall0):8.1f} % of one core")
+    print(f"  server CPU               {100 * (cpu1 - cpu0) / wall:8.1f} % of one core (all its processes)")
+    print(
+        f"  client CPU               {100 * sum(client_cpu) / wall:8.1f} % of one core in all "
+        f"(busiest process {100 * max(client_cpu) / wall:.1f} %)"
+    )
+    print(f"  publisher CPU            {100 * (my_cpu1 - my_cpu0) / wall:8.1f} % of one core")
     print(f"  server RSS idle / busy   {rss_idle:8.1f} / {rss_busy:.1f} MB")
+    load = os.getloadavg()
+    print(f"  machine load average     {load[0]:8.2f} (1 min), {os.cpu_count()} CPUs")
 
 
 async def run_layer_only(clients: int, seconds: float, rate: float) -> None:
@@ -302,14 +384,39 @@ def main() -> None:
         "--layer", choices=("pubsub", "core", "both"), default="both", help="channel layer (CHANNEL_LAYER)"
     )
     parser.add_argument(
+        "--ws",
+        choices=("auto", *WS_IMPLEMENTATIONS, "all"),
+        default="auto",
+        help="uvicorn's websocket implementation (auto: what uvicorn picks, websockets when installed)",
+    )
+    parser.add_argument(
+        "--server-processes", type=int, default=1, help="uvicorn worker processes (--workers)"
+    )
+    parser.add_argument(
+        "--processes", type=int, default=4, help="client processes sharing the clients (one may starve)"
+    )
+    parser.add_argument(
         "--layer-only", action="store_true", help="measure the channel layer alone (no server, no websockets)"
     )
+    parser.add_argument("--client-worker", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--origin", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.layer == "both":  # each layer in a fresh process: settings are read once per process
-        for layer in ("pubsub", "core"):
-            argv = [f"--clients={args.clients}", f"--seconds={args.seconds}", f"--rate={args.rate}"]
-            argv += ["--layer-only"] if args.layer_only else []
-            subprocess.run([sys.executable, __file__, *argv, f"--layer={layer}"], check=True)
+    if args.client_worker:
+        import uvloop
+
+        uvloop.run(client_worker(args.client_worker, args.url, args.origin))
+        return
+    if args.layer == "both" or args.ws == "all":  # each run in a fresh process: settings are read once
+        layers = ("pubsub", "core") if args.layer == "both" else (args.layer,)
+        implementations = WS_IMPLEMENTATIONS if args.ws == "all" and not args.layer_only else (args.ws,)
+        for layer in layers:
+            for ws in implementations:
+                argv = [f"--clients={args.clients}", f"--seconds={args.seconds}", f"--rate={args.rate}"]
+                argv += [f"--processes={args.processes}", f"--ws={ws}", f"--layer={layer}"]
+                argv += [f"--server-processes={args.server_processes}"]
+                argv += ["--layer-only"] if args.layer_only else []
+                subprocess.run([sys.executable, __file__, *argv], check=True)
         return
     apply_env(CHANNEL_LAYER=args.layer)
     ensure_database()
@@ -319,7 +426,16 @@ def main() -> None:
     if args.layer_only:
         asyncio.run(run_layer_only(args.clients, args.seconds, args.rate))
         return
-    asyncio.run(run(args.clients, args.seconds, args.rate))
+    asyncio.run(
+        run(
+            args.clients,
+            args.seconds,
+            args.rate,
+            max(1, args.processes),
+            args.ws,
+            max(1, args.server_processes),
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -194,9 +194,9 @@ CACHES = {
 
 # CHANNEL_LAYER=pubsub publishes a group message once and each ASGI process hands it to its local
 # sockets: one Redis round trip per process instead of one per socket, which is what keeps fan-out
-# to hundreds of dashboards fast (bench/telemetry_fanout.py measures both). "core" (lists, the
-# default) also lets code outside a consumer receive from a channel across separate event loops.
-CHANNEL_LAYER = env_choice("CHANNEL_LAYER", "core", ("core", "pubsub"))
+# to hundreds of dashboards fast (bench/telemetry_fanout.py measures both; it is the default). "core"
+# (lists) also lets code outside a consumer receive from a channel across separate event loops.
+CHANNEL_LAYER = env_choice("CHANNEL_LAYER", "pubsub", ("core", "pubsub"))
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
