@@ -35,3 +35,4 @@ urlpatterns = [
 ]
 
 handler404 = "controlplane.views.not_found"
+handler500 = "controlplane.views.server_error"

@@ -1,4 +1,4 @@
-"""Project-level pages: the overview, the health endpoints, and the not-found answer."""
+"""Project-level pages: the overview, the health endpoints, and the not-found and server-error answers."""
 
 from __future__ import annotations
 
@@ -52,3 +52,11 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
         message = f"no API endpoint at {request.path}; the endpoints are listed at /api/v1/docs/"
         return JsonResponse(error_body("not_found", message), status=404)
     return defaults.page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """An unexpected failure under /api/ answers in the API's one error shape (details go to the log only)."""
+    if request.path.startswith("/api/"):
+        message = "the server failed to answer this request; it has been logged, try again or tell an admin"
+        return JsonResponse(error_body("server_error", message), status=500)
+    return defaults.server_error(request)

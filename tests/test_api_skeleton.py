@@ -57,6 +57,19 @@ def test_unknown_api_path_is_404(api_client, viewer):
     assert "/api/v1/docs/" in error["message"]
 
 
+def test_unexpected_api_failure_is_500_in_the_error_shape(client, admin_user, monkeypatch):
+    from accounts.api import views
+
+    def broken(self, request):
+        raise RuntimeError("token=do-not-show")
+
+    monkeypatch.setattr(views.MeView, "get", broken)
+    client.raise_request_exception = False
+    client.force_login(admin_user)
+    error = _assert_error_shape(client.get("/api/v1/me/"), 500, "server_error")
+    assert "do-not-show" not in error["message"]
+
+
 def test_lists_are_paginated(api_client, viewer):
     for index in range(7):
         audit_record(action=f"demo.{index}")
