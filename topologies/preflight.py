@@ -8,76 +8,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kube import labels
+from topologies.preflight_facts import ERROR, WARNING, ClusterFacts, Finding, NodeFacts, ObjectFacts
 from topologies.render import engine as engine_render
 from topologies.render import kthena
 from topologies.spec import TopologySpec
 
-ERROR = "error"
-WARNING = "warning"
-
-
-@dataclass(frozen=True)
-class Finding:
-    level: str  # error blocks a deploy, warning informs
-    code: str
-    field: str  # spec field path the finding is about ("" for the cluster as a whole)
-    message: str
-    fix: str
-
-    @property
-    def blocking(self) -> bool:
-        return self.level == ERROR
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class NodeFacts:
-    name: str
-    labels: dict[str, str] = field(default_factory=dict)
-    ready: bool = True
-    unschedulable: bool = False
-    allocatable: dict[str, int] = field(default_factory=dict)
-    in_use: dict[str, int] = field(default_factory=dict)
-
-    def free(self, resource: str) -> int:
-        return max(0, self.allocatable.get(resource, 0) - self.in_use.get(resource, 0))
-
-    @property
-    def schedulable(self) -> bool:
-        return self.ready and not self.unschedulable
-
-
-@dataclass(frozen=True)
-class ObjectFacts:
-    kind: str
-    namespace: str
-    name: str
-    labels: dict[str, str] = field(default_factory=dict)
-    ports: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class ClusterFacts:
-    reachable: bool = True
-    error: str = ""
-    crds: frozenset[str] = frozenset()
-    nodes: tuple[NodeFacts, ...] = ()
-    namespace_exists: bool = True
-    can_create_namespace: bool = True
-    # Live objects with the same kind/namespace/name as the ones the spec renders.
-    objects: tuple[ObjectFacts, ...] = ()
-    # Services relevant to the connector backend (e.g. the Mooncake master's).
-    services: tuple[ObjectFacts, ...] = ()
-    # Accelerators this topology's own running pods hold, per node (free again when it redeploys).
-    own_in_use: dict[str, dict[str, int]] = field(default_factory=dict)
-    # (verb, API group, resource) the cluster's last access review denied to Tandem.
-    denied: frozenset[tuple[str, str, str]] = frozenset()
+__all__ = [
+    "ERROR",
+    "WARNING",
+    "ClusterFacts",
+    "Finding",
+    "NodeFacts",
+    "ObjectFacts",
+    "has_errors",
+    "master_service",
+    "run_preflight",
+]
 
 
 def run_preflight(
