@@ -360,12 +360,14 @@ def cluster_delete(
             fields={"confirm": ["set confirm=true to remove these topologies too"]},
         )
     if names:
-        _remove_topologies(cluster, actor=actor, source_ip=source_ip)
+        waiting = _remove_topologies(cluster, actor=actor, source_ip=source_ip)
         remaining = cluster_topology_names(cluster)
         if remaining:
+            started = [name for name in remaining if name not in waiting]
+            said = [f"removal of {', '.join(started)} has started"] if started else []
+            said += [f"{name} waits: {why}" for name, why in waiting.items() if name in remaining]
             raise Conflict(
-                f"removal of {', '.join(remaining)} has started; remove cluster {cluster.name} again "
-                "once they are gone",
+                f"{'; '.join(said)}; remove cluster {cluster.name} again once they are gone",
                 code="cluster_in_use",
                 fields={"confirm": ["wait for the topologies to be removed"]},
             )
@@ -383,13 +385,16 @@ def cluster_delete(
     logger.info("removed cluster %s", label)
 
 
-def _remove_topologies(cluster: Cluster, *, actor: Any, source_ip: str | None) -> None:
+def _remove_topologies(cluster: Cluster, *, actor: Any, source_ip: str | None) -> dict[str, str]:
     """Start the removal of every topology on the cluster (each a delete job that removes its objects,
-    then the topology); a topology whose removal or other job is already running is left to it."""
+    then the topology). Returns the topologies whose removal could not start yet, with the reason (a job
+    of theirs, perhaps an earlier removal, is still running)."""
     from deployments.services import topology_delete_start
 
+    waiting: dict[str, str] = {}
     for topology in list(cluster.topologies.all()):
         try:
             topology_delete_start(topology=topology, actor=actor, source_ip=source_ip)
-        except Conflict:
-            continue
+        except Conflict as busy:
+            waiting[topology.name] = busy.message
+    return waiting
