@@ -233,11 +233,11 @@ class ModelServingController(Reconciler):
         roles = {r["name"]: r for r in (ms["spec"].get("template") or {}).get("roles") or []}
         instances: dict[str, list[list[dict[str, Any]]]] = {}
         for pods in wanted.values():
-            units: dict[str, list[dict[str, Any]]] = {}
+            by_role_id: dict[str, list[dict[str, Any]]] = {}
             for pod in pods:
-                units.setdefault(pod["metadata"]["labels"][ROLE_ID], []).append(pod)
-            for unit in units.values():
-                instances.setdefault(unit[0]["metadata"]["labels"][ROLE], []).append(unit)
+                by_role_id.setdefault(pod["metadata"]["labels"][ROLE_ID], []).append(pod)
+            for instance in by_role_id.values():
+                instances.setdefault(instance[0]["metadata"]["labels"][ROLE], []).append(instance)
         for name, units in instances.items():
 
             def unit_ready(unit: list[dict[str, Any]]) -> bool:
