@@ -11,24 +11,6 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 
-@pytest.fixture
-def core(sandbox_cluster):
-    return client.CoreV1Api(sandbox_cluster.api_client())
-
-
-@pytest.fixture
-def apps(sandbox_cluster):
-    return client.AppsV1Api(sandbox_cluster.api_client())
-
-
-@pytest.fixture
-def namespace(core):
-    name = f"crud-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
-
-
 def _config_map(name, labels=None, data=None):
     return {"metadata": {"name": name, "labels": labels or {}}, "data": data or {"k": "v"}}
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import uuid
 from pathlib import Path
 
 import pytest
@@ -19,20 +18,6 @@ GROUP, VERSION, PLURAL = "workload.serving.volcano.sh", "v1alpha1", "modelservin
 
 def _example():
     return yaml.safe_load((DATA / "model-serving__prefill-decode-disaggregation.yaml").read_text())
-
-
-@pytest.fixture
-def namespace(sandbox_cluster):
-    core = client.CoreV1Api(sandbox_cluster.api_client())
-    name = f"cr-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
-
-
-@pytest.fixture
-def custom(sandbox_cluster):
-    return client.CustomObjectsApi(sandbox_cluster.api_client())
 
 
 def _serving(namespace, name="ms"):

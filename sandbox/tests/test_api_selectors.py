@@ -5,13 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from kubernetes import client
 from kubernetes.client.rest import ApiException
-
-
-@pytest.fixture
-def core(sandbox_cluster):
-    return client.CoreV1Api(sandbox_cluster.api_client())
 
 
 @pytest.fixture

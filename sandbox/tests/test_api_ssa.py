@@ -3,21 +3,10 @@
 from __future__ import annotations
 
 import json
-import uuid
 
-import pytest
 import requests
 import yaml
 from kubernetes import client
-
-
-@pytest.fixture
-def namespace(sandbox_cluster):
-    core = client.CoreV1Api(sandbox_cluster.api_client())
-    name = f"ssa-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
 
 
 def _apply(cluster, path, body, manager, force=False):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 
 import pytest
 import requests
@@ -13,15 +12,6 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from sandbox.testing import SandboxCluster
-
-
-@pytest.fixture
-def namespace(sandbox_cluster):
-    core = client.CoreV1Api(sandbox_cluster.api_client())
-    name = f"watch-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
 
 
 def test_watch_streams_added_modified_deleted_in_order(sandbox_cluster, namespace):

@@ -3,26 +3,12 @@
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from sandbox.testing import SandboxCluster
-
-
-@pytest.fixture
-def core(sandbox_cluster):
-    return client.CoreV1Api(sandbox_cluster.api_client())
-
-
-@pytest.fixture
-def namespace(core):
-    name = f"fail-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
 
 
 def _engine_pod(name, command, image="vllm/vllm-openai:v0.10.1", **extra):

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 
-import pytest
 import requests
 import yaml
 from kubernetes import client
@@ -14,19 +12,6 @@ from kubernetes import client
 DATA = Path(__file__).parent / "data"
 NET = ("networking.serving.volcano.sh", "v1alpha1")
 URL = "sandbox.tandem.io/router-url"
-
-
-@pytest.fixture
-def core(sandbox_cluster):
-    return client.CoreV1Api(sandbox_cluster.api_client())
-
-
-@pytest.fixture
-def namespace(core):
-    name = f"rt-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
 
 
 def _load(name, namespace):

@@ -4,30 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 
-import pytest
 import requests
 from kubernetes import client
 from kubernetes.client.rest import ApiException
-
-
-@pytest.fixture
-def core(sandbox_cluster):
-    return client.CoreV1Api(sandbox_cluster.api_client())
-
-
-@pytest.fixture
-def apps(sandbox_cluster):
-    return client.AppsV1Api(sandbox_cluster.api_client())
-
-
-@pytest.fixture
-def namespace(core):
-    name = f"wl-{uuid.uuid4().hex[:8]}"
-    core.create_namespace({"metadata": {"name": name}})
-    yield name
-    core.delete_namespace(name)
 
 
 def _deployment(name, image="busybox:1.36", replicas=2):
