@@ -137,7 +137,8 @@ def main() -> int:
         _start(supervisor, env, directory, port, redis_port, admin_user, password_changed, stop_requested)
         if stop_requested.is_set():
             return 0
-        say(f"\nTandem is running at http://127.0.0.1:{port}/  (ready in {time.monotonic() - started:.1f} s)")
+        ready_at = time.monotonic() - started
+        say(f"\nTandem is running at http://127.0.0.1:{port}/  (ready in {ready_at:.1f} s)")
         say(f"  log in as: {admin_user}")
         say(f"  password:  {secrets_['TANDEM_ADMIN_PASSWORD']}")
         say("Press Ctrl-C to stop.\n")
@@ -147,14 +148,25 @@ def main() -> int:
             env=env,
             base_url=f"http://127.0.0.1:{port}",
             supervisor=supervisor,
+            admin_user=admin_user,
+            admin_password=secrets_["TANDEM_ADMIN_PASSWORD"],
+            stopping=stop_requested,
+            started=started,
+            say=say,
         )
+        ctx.marks["login page"] = ready_at
         _run_demo_steps(ctx, stop_requested)
+        if not stop_requested.is_set():
+            say(demo_summary(ctx, admin_user))
         while not stop_requested.wait(0.5):
             dead = supervisor.first_dead()
             if dead is not None:
                 say(f"tandem: {dead.name} exited ({dead.proc.returncode}); stopping. See {dead.log_path}:")
                 say(dead.log_tail())
                 return 1
+            for child in supervisor.newly_dead_optional():
+                say(f"tandem: {child.name} exited ({child.proc.returncode}); Tandem keeps running.")
+                say(f"See {child.log_path}:\n{child.log_tail(5)}")
         say("tandem: stopping")
         return 0
     except (StartupError, StepFailed) as error:
@@ -305,4 +317,17 @@ def _run_demo_steps(ctx: DemoContext, stop_requested: threading.Event) -> None:
             if not stop_requested.is_set():
                 say(f"tandem: demo step '{step.name}' failed: {error}")
             continue
-        say(f"tandem: demo: {done or step.name}")
+        say(f"tandem: demo: {done or step.name}  (+{time.monotonic() - ctx.started:.1f} s)")
+
+
+def demo_summary(ctx: DemoContext, admin_user: str) -> str:
+    """The closing block: where to look, and how long each milestone took from the start."""
+    lines = ["", "Tandem demo is ready:" if "first live metrics" in ctx.marks else "Tandem is ready:"]
+    lines.append(f"  overview:  {ctx.base_url}/  (log in as {admin_user}; password above)")
+    if ctx.topology is not None:
+        lines.append(f"  topology:  {ctx.base_url}/topologies/{ctx.topology['id']}/  (live P/D graph)")
+    lines.append(f"  API docs:  {ctx.base_url}/api/v1/docs/")
+    timings = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in ctx.marks.items())
+    lines.append(f"  since start: {timings}")
+    lines.append("Press Ctrl-C to stop.")
+    return "\n".join(lines)

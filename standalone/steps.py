@@ -2,13 +2,27 @@
 
 Each step says when it applies (`available`) and what it does (`run`, returning a line for the
 console or None). Steps run in order; a failing step is reported and the demo goes on without it.
-Add a step by appending to DEMO_STEPS — e.g. "deploy the demo topology" through the product's
-services (`python manage.py ...` via `ctx.manage`) once a command for it exists.
+The steps act through the product's management commands and its REST API, as a user would:
+
+1. start the sandbox cluster (`python -m sandbox up`), an emulated Kubernetes API with simulated
+   prefill/decode engines; it starts empty every time;
+2. register it (`manage.py register_cluster`);
+3. deploy the demo P/D topology (`manage.py deploy_demo` creates it once and queues its deploy,
+   followed here through the API); when it was deployed by an earlier run (a second `make demo`),
+   the fresh sandbox has none of its objects, so it is re-applied through the API;
+4. drive traffic through the topology's router (`python -m standalone.traffic`, the sandbox's
+   load generator round after round) so hit rate, TTFT, ITL, tokens/s and KV links move;
+5. wait until the API shows live metrics for it.
+
+`TANDEM_DEMO_LOAD_RATE` (requests/s, default 2; 0 sends none) and `TANDEM_DEMO_LOAD_PATTERN`
+(`phase`: prompt-heavy and generation-heavy halves of each minute, the default; `diurnal`;
+`constant`) shape the traffic.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,8 +31,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from standalone.api import ApiError, TandemApi
 from standalone.supervisor import Child, Supervisor, wait_for
+
+SANDBOX_CLUSTER = "sandbox"
+FINAL_STATES = ("succeeded", "failed", "rolled_back")
 
 
 class StepFailed(Exception):
@@ -32,7 +51,31 @@ class DemoContext:
     env: dict[str, str]
     base_url: str
     supervisor: Supervisor
+    admin_user: str = "admin"
+    admin_password: str = ""
+    say: Callable[[str], None] = print
     stopping: threading.Event = field(default_factory=threading.Event)
+    started: float = field(default_factory=time.monotonic)
+    # What the steps learnt, for the later ones and the closing summary.
+    topology: dict[str, Any] | None = None
+    marks: dict[str, float] = field(default_factory=dict)
+    _api: TandemApi | None = None
+
+    def mark(self, name: str) -> float:
+        """Record when a milestone was reached (seconds since the runner started)."""
+        self.marks[name] = time.monotonic() - self.started
+        return self.marks[name]
+
+    def api(self) -> TandemApi:
+        if self._api is None:
+            api = TandemApi(self.base_url)
+            api.login(self.admin_user, self.admin_password)
+            self._api = api
+        return self._api
+
+    def sleep(self, seconds: float) -> None:
+        if self.stopping.wait(seconds):
+            raise StepFailed("Tandem is stopping")
 
     def manage(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         """Run `manage.py` with the standalone environment; raises StepFailed on a non-zero exit,
@@ -62,9 +105,11 @@ class DemoContext:
             raise StepFailed(f"manage.py {args[0]} exited with {result.returncode}:\n{detail}")
         return result
 
-    def spawn(self, name: str, argv: list[str], *, ready_text: str, timeout: float = 60) -> Child:
+    def spawn(
+        self, name: str, argv: list[str], *, ready_text: str, timeout: float = 60, optional: bool = False
+    ) -> Child:
         """Start a long-running child (stopped with the rest) and wait until its log shows ready_text."""
-        child = self.supervisor.spawn(name, argv)
+        child = self.supervisor.spawn(name, argv, optional=optional)
         if not wait_for(
             lambda: child.log_contains(ready_text), timeout=timeout, child=child, stop=self.stopping
         ):
@@ -88,26 +133,194 @@ def _sandbox_kubeconfig(ctx: DemoContext) -> Path:
     return ctx.state_dir / "sandbox.kubeconfig"
 
 
+def _last_line(result: subprocess.CompletedProcess[str], default: str) -> str:
+    lines = result.stdout.strip().splitlines()
+    return lines[-1] if lines else default
+
+
 def _start_sandbox(ctx: DemoContext) -> str:
     kubeconfig = _sandbox_kubeconfig(ctx)
+    kubeconfig.unlink(missing_ok=True)  # a previous run's file points at a server that is gone
     ctx.spawn(
         "sandbox",
         [sys.executable, "-m", "sandbox", "up", "--kubeconfig", str(kubeconfig)],
         ready_text="sandbox ready:",
         timeout=90,
     )
-    return f"sandbox cluster up (kubeconfig {kubeconfig})"
+    return f"sandbox cluster up; kubectl --kubeconfig {kubeconfig}-https get pods -A"
 
 
 def _register_sandbox(ctx: DemoContext) -> str:
-    ctx.manage("register_cluster", "--name", "sandbox", "--kubeconfig", str(_sandbox_kubeconfig(ctx)))
-    return "sandbox cluster registered as 'sandbox'"
+    result = ctx.manage(
+        "register_cluster", "--name", SANDBOX_CLUSTER, "--kubeconfig", str(_sandbox_kubeconfig(ctx))
+    )
+    return _last_line(result, f"cluster {SANDBOX_CLUSTER} registered")
+
+
+def _demo_topology(ctx: DemoContext, name: str | None) -> dict[str, Any]:
+    """The demo topology as the API shows it: by name on the sandbox cluster."""
+    found = ctx.api().get("/api/v1/topologies/?page_size=200")["results"]
+    on_sandbox = [t for t in found if t["cluster_name"] == SANDBOX_CLUSTER]
+    chosen = [t for t in on_sandbox if t["name"] == name] or on_sandbox
+    if not chosen:
+        raise StepFailed("the API lists no topology on the sandbox cluster")
+    return dict(chosen[0])
+
+
+def _wait_deployment(ctx: DemoContext, deployment: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Follow a deployment through the API until it ends; a line every 15 s while it runs."""
+    begin = time.monotonic()
+    said_at = begin
+    while deployment["state"] not in FINAL_STATES:
+        now = time.monotonic()
+        page = f"{ctx.base_url}/topologies/{deployment['topology']}/"
+        if now - begin > timeout:
+            state = deployment["state"]
+            raise StepFailed(
+                f"deployment #{deployment['id']} still {state} after {timeout:.0f} s; see {page}"
+            )
+        if now - said_at >= 15:
+            said_at = now
+            ctx.say(
+                f"tandem: demo:   deployment #{deployment['id']} {deployment['state']}: "
+                f"{deployment['pods_ready']}/{deployment['pods_total']} pods Ready after {now - begin:.0f} s "
+                f"(progress and diagnosis: {page})"
+            )
+        ctx.sleep(0.5)
+        deployment = ctx.api().get(f"/api/v1/deployments/{deployment['id']}/")
+    if deployment["state"] != "succeeded":
+        findings = "; ".join(f"{d['message']} — {d['fix']}" for d in deployment.get("diagnosis") or [])
+        raise StepFailed(
+            f"deployment #{deployment['id']} {deployment['state']}: {deployment['error']}"
+            + (f"\n        {findings}" if findings else "")
+        )
+    return deployment
 
 
 def _deploy_demo(ctx: DemoContext) -> str:
-    # The worker started with Tandem runs the deploy; this waits for it (all pods Ready, or a diagnosis).
-    result = ctx.manage("deploy_demo", "--cluster", "sandbox", "--wait", "180", timeout=240)
-    return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else "demo topology deployed"
+    # deploy_demo creates the topology (once) and queues its deploy; the worker started with Tandem
+    # runs it, and this follows it through the API (all pods Ready, or the diagnosis).
+    said = _last_line(ctx.manage("deploy_demo", "--cluster", SANDBOX_CLUSTER, timeout=120), "")
+    named = re.match(r"demo topology (\S+)", said)
+    topology = _demo_topology(ctx, named.group(1) if named else None)
+    history = ctx.api().get(f"/api/v1/deployments/?topology={topology['id']}")["results"]
+    verb = "deployed"
+    if "already running" in said or not history:
+        # Deployed in an earlier run, on an earlier sandbox: this one starts empty.
+        try:
+            deployment = ctx.api().post(f"/api/v1/topologies/{topology['id']}/reapply/")
+        except ApiError as error:
+            raise StepFailed(f"re-applying the demo topology failed: {error}") from None
+        verb = "re-applied on the fresh sandbox"
+    else:
+        deployment = history[0]
+    deployment = _wait_deployment(ctx, deployment, timeout=180)
+    ctx.topology = topology
+    ctx.mark("topology ready")
+    return (
+        f"demo topology {topology['name']} {verb}: revision {deployment['revision']}, "
+        f"{deployment['pods_ready']}/{deployment['pods_total']} pods Ready\n"
+        f"        {ctx.base_url}/topologies/{topology['id']}/"
+    )
+
+
+def _load_rate(ctx: DemoContext) -> float:
+    raw = ctx.env.get("TANDEM_DEMO_LOAD_RATE", "").strip() or "2"
+    try:
+        rate = float(raw)
+    except ValueError:
+        raise StepFailed(f"TANDEM_DEMO_LOAD_RATE={raw!r} is not a number; use e.g. 2 (requests/s)") from None
+    if not 0 <= rate <= 50:
+        raise StepFailed(f"TANDEM_DEMO_LOAD_RATE={raw!r} is out of range; use 0 (no traffic) to 50")
+    return rate
+
+
+def _load_pattern(ctx: DemoContext) -> str:
+    pattern = ctx.env.get("TANDEM_DEMO_LOAD_PATTERN", "").strip() or "phase"
+    if pattern not in ("phase", "diurnal", "constant"):
+        raise StepFailed(f"TANDEM_DEMO_LOAD_PATTERN={pattern!r}; use phase, diurnal or constant")
+    return pattern
+
+
+def _drive_traffic(ctx: DemoContext) -> str:
+    assert ctx.topology is not None
+    rate, pattern = _load_rate(ctx), _load_pattern(ctx)
+    if rate == 0:
+        return "no demo traffic (TANDEM_DEMO_LOAD_RATE=0)"
+    routing = (ctx.topology.get("spec") or {}).get("routing") or {}
+    model = routing.get("model_name") or ctx.topology["model_name"]
+    child = ctx.spawn(
+        "traffic",
+        [
+            sys.executable,
+            "-m",
+            "standalone.traffic",
+            "--kubeconfig",
+            str(_sandbox_kubeconfig(ctx)),
+            "--topology",
+            str(ctx.topology["id"]),
+            "--model",
+            model,
+            "--rate",
+            f"{rate:g}",
+            "--pattern",
+            pattern,
+        ],
+        ready_text="sending ",
+        timeout=30,
+        optional=True,
+    )
+    sending = next(line for line in child.log_text().splitlines() if line.startswith("sending "))
+    return f"{sending.removeprefix('sending ')} (log: {child.log_path})"
+
+
+def live_summary(latest: dict[str, Any]) -> str | None:
+    """One line describing a fresh telemetry snapshot, or None while it shows no traffic yet."""
+    totals = latest.get("totals") or {}
+    pods = latest.get("pods") or []
+    flowing = (
+        totals.get("gen_tps") and totals.get("ttft_p50") is not None and totals.get("itl_p50") is not None
+    )
+    if not pods or not totals.get("links_up") or not flowing:
+        return None
+
+    def ms(seconds: float | None) -> str:
+        return "–" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+    hit = totals.get("hit_rate")
+    return (
+        f"{len(pods)} pods, {totals['links_up']} KV link(s) up; hit rate "
+        f"{'–' if hit is None else f'{hit:.0%}'}, TTFT p50 {ms(totals.get('ttft_p50'))}, "
+        f"ITL p50 {ms(totals.get('itl_p50'))}, {totals.get('gen_tps') or 0:.0f} output tokens/s"
+    )
+
+
+def _wait_live_metrics(ctx: DemoContext) -> str:
+    assert ctx.topology is not None
+    path = f"/api/v1/topologies/{ctx.topology['id']}/metrics/latest/"
+    deadline = time.monotonic() + 60
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        try:
+            last = ctx.api().get(path)
+        except ApiError as error:
+            if error.status != 404:  # 404: no snapshot collected yet
+                raise StepFailed(f"reading live metrics failed: {error}") from None
+        summary = live_summary(last)
+        if summary is not None and time.time() - float(last.get("ts") or 0) < 15:
+            ctx.mark("first live metrics")
+            return f"live metrics: {summary}"
+        ctx.sleep(0.5)
+    totals = last.get("totals") or {}
+    raise StepFailed(
+        "no live metrics within 60 s (pods "
+        f"{len(last.get('pods') or [])}, links up {totals.get('links_up')}, "
+        f"requests/s {totals.get('requests_ps')}); see {ctx.state_dir / 'logs'}"
+    )
+
+
+def _traffic_wanted(ctx: DemoContext) -> bool:
+    return ctx.topology is not None
 
 
 DEMO_STEPS: list[DemoStep] = [
@@ -124,10 +337,16 @@ DEMO_STEPS: list[DemoStep] = [
         run=_register_sandbox,
     ),
     DemoStep(
-        name="deploy the demo topology",
+        name="deploy the demo P/D topology",
         available=lambda ctx: (
             ctx.has_command("deployments", "deploy_demo") and _sandbox_kubeconfig(ctx).exists()
         ),
         run=_deploy_demo,
+    ),
+    DemoStep(name="drive traffic through its router", available=_traffic_wanted, run=_drive_traffic),
+    DemoStep(
+        name="wait for live metrics",
+        available=lambda ctx: ctx.topology is not None and "traffic" in ctx.supervisor.names(),
+        run=_wait_live_metrics,
     ),
 ]

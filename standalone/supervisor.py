@@ -19,6 +19,9 @@ class Child:
     proc: subprocess.Popen[bytes]
     log_path: Path
     last: bool = False
+    optional: bool = False  # its exit is reported, but Tandem keeps running
+    reported: bool = False
+    log_offset: int = 0  # logs are appended across runs: this run's output starts here
 
     @property
     def pid(self) -> int:
@@ -27,17 +30,20 @@ class Child:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def log_tail(self, lines: int = 15) -> str:
+    def log_text(self) -> str:
+        """What this run of the child has logged so far."""
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            with open(self.log_path, "rb") as log:
+                log.seek(self.log_offset)
+                return log.read().decode(errors="replace")
         except OSError:
             return ""
 
+    def log_tail(self, lines: int = 15) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
     def log_contains(self, text: str) -> bool:
-        try:
-            return text in self.log_path.read_text(errors="replace")
-        except OSError:
-            return False
+        return text in self.log_text()
 
 
 @dataclass
@@ -48,10 +54,17 @@ class Supervisor:
     children: list[Child] = field(default_factory=list)
 
     def spawn(
-        self, name: str, argv: list[str], *, env: dict[str, str] | None = None, last: bool = False
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        last: bool = False,
+        optional: bool = False,
     ) -> Child:
         log_path = self.log_dir / f"{name}.log"
         with open(log_path, "ab") as log:
+            offset = log.tell()
             proc = subprocess.Popen(
                 argv,
                 cwd=self.cwd,
@@ -61,12 +74,25 @@ class Supervisor:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C reaches only the supervisor, which stops children in order
             )
-        child = Child(name=name, proc=proc, log_path=log_path, last=last)
+        child = Child(
+            name=name, proc=proc, log_path=log_path, last=last, optional=optional, log_offset=offset
+        )
         self.children.append(child)
         return child
 
+    def names(self) -> list[str]:
+        return [child.name for child in self.children]
+
     def first_dead(self) -> Child | None:
-        return next((child for child in self.children if not child.alive()), None)
+        """The first essential child that exited (Tandem cannot go on without it)."""
+        return next((child for child in self.children if not child.optional and not child.alive()), None)
+
+    def newly_dead_optional(self) -> list[Child]:
+        """Optional children that exited since the last call (each reported once)."""
+        dead = [c for c in self.children if c.optional and not c.reported and not c.alive()]
+        for child in dead:
+            child.reported = True
+        return dead
 
     def stop_all(self, *, grace: float = 6.0, say: Callable[[str], None] = print) -> None:
         """Stop every child: SIGTERM to each process group newest first (all at once, so their

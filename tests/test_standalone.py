@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from standalone.api import TandemApi
 from tests.support import ROOT, free_port
 
 pytestmark = pytest.mark.timeout(240)
@@ -25,6 +26,7 @@ class Run:
     """The standalone runner as a subprocess, its output collected line by line."""
 
     def __init__(self, state_dir: Path, port: int) -> None:
+        self.state_dir = state_dir
         env = {k: v for k, v in os.environ.items() if k not in ("TANDEM_ADMIN_PASSWORD", "TANDEM_ADMIN_USER")}
         env.update({"TANDEM_STATE_DIR": str(state_dir), "TANDEM_PORT": str(port), "PYTHONUNBUFFERED": "1"})
         self.proc = subprocess.Popen(
@@ -56,7 +58,26 @@ class Run:
             if self.proc.poll() is not None:
                 break
             time.sleep(0.1)
-        raise AssertionError(f"no {pattern!r} in the output:\n{self.output}")
+        raise AssertionError(f"no {pattern!r} in the output:\n{self.output}\n{self.diagnostics()}")
+
+    def diagnostics(self) -> str:
+        """What the sandbox cluster shows, and the worker's last lines, for a failure message."""
+        parts = []
+        kubeconfig = self.state_dir / "sandbox.kubeconfig-https"
+        if kubeconfig.exists():
+            result = subprocess.run(
+                ["kubectl", "--kubeconfig", str(kubeconfig), "get", "pods,events", "-A", "-o", "wide"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            )
+            parts.append(f"--- kubectl get pods,events -A:\n{result.stdout}{result.stderr}")
+        for name in ("worker", "sandbox", "traffic"):
+            log = self.state_dir / "logs" / f"{name}.log"
+            if log.exists():
+                tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+                parts.append(f"--- {name}.log (tail):\n{tail}")
+        return "\n".join(parts)
 
     def terminate(self) -> float:
         begin = time.monotonic()
@@ -87,8 +108,11 @@ def _log_in(base: str, username: str, password: str) -> str:
     page = opener.open(base + "/accounts/login/", timeout=10)
     assert page.status == 200
     html = page.read().decode()
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html).group(1)
-    data = urllib.parse.urlencode({"username": username, "password": password, "csrfmiddlewaretoken": token})
+    match = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html)
+    assert match, "the login page has no CSRF token"
+    data = urllib.parse.urlencode(
+        {"username": username, "password": password, "csrfmiddlewaretoken": match[1]}
+    )
     request = urllib.request.Request(  # noqa: S310 - loopback http only
         base + "/accounts/login/", data=data.encode(), headers={"Referer": base + "/"}
     )
@@ -96,6 +120,45 @@ def _log_in(base: str, username: str, password: str) -> str:
     assert landing.status == 200
     assert landing.url == base + "/", "login did not land on the overview"
     return landing.read().decode()
+
+
+def _assert_demo_is_live(run: Run, url: str, user: str, password: str) -> None:
+    """The demo steps' result as the API shows it: the sandbox registered and healthy, the demo
+    topology deployed, and fresh telemetry with Ready pods, KV links up and traffic flowing."""
+    run.wait_for(r"Tandem demo is ready:", timeout=120)
+    api = TandemApi(url)
+    api.login(user, password)
+    clusters = {c["name"]: c for c in api.get("/api/v1/clusters/")["results"]}
+    assert "sandbox" in clusters, f"the sandbox cluster is not registered: {sorted(clusters)}"
+    topologies = [t for t in api.get("/api/v1/topologies/")["results"] if t["cluster_name"] == "sandbox"]
+    assert topologies, "no topology on the sandbox cluster"
+    demo = topologies[0]
+    assert demo["deployed_revision"] is not None, f"{demo['name']} is not deployed"
+    assert demo["deployed_revision"] == demo["current_revision"], demo
+    assert f"/topologies/{demo['id']}/" in run.output, "the console does not show the topology page"
+
+    # Cluster health is checked on a schedule; wait (bounded) for a check after registration.
+    deadline = time.monotonic() + 20
+    while clusters["sandbox"]["health_state"] != "healthy" and time.monotonic() < deadline:
+        time.sleep(0.5)
+        clusters = {c["name"]: c for c in api.get("/api/v1/clusters/")["results"]}
+    assert clusters["sandbox"]["health_state"] == "healthy", clusters["sandbox"]
+
+    latest: dict = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        latest = api.get(f"/api/v1/topologies/{demo['id']}/metrics/latest/")
+        fresh = time.time() - latest["ts"] < 10
+        totals = latest["totals"]
+        if fresh and latest["pods"] and latest["links"] and totals["requests_ps"] and totals["gen_tps"]:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"no fresh telemetry with traffic within 20 s: {latest}")
+    assert {pod["role"] for pod in latest["pods"]} == {"prefill", "decode"}, latest["pods"]
+    assert all(pod["ready"] for pod in latest["pods"]), latest["pods"]
+    assert all(link["state"] == "up" for link in latest["links"]), latest["links"]
+    assert latest["totals"]["ttft_p50"] is not None, latest["totals"]
 
 
 def test_standalone_serves_the_login_page_lets_the_admin_in_and_stops_cleanly(tmp_path):
@@ -109,25 +172,33 @@ def test_standalone_serves_the_login_page_lets_the_admin_in_and_stops_cleanly(tm
         assert user == "admin"
         overview = _log_in(url, user, password)
         assert "<h1>Overview</h1>" in overview or "Overview" in overview
+        _assert_demo_is_live(first, url, user, password)
+        marks = first.wait_for(
+            r"since start: login page [\d.]+ s, topology ready [\d.]+ s, first live metrics"
+        )
+        assert marks
     finally:
         elapsed = first.terminate()
     assert first.proc.returncode == 0, first.output
     assert elapsed < 10, f"stopping took {elapsed:.1f} s:\n{first.output}"
-    for name in ("web", "worker", "beat", "redis"):
+    for name in ("traffic", "sandbox", "web", "worker", "beat", "redis"):
         assert f"tandem: stopped {name}" in first.output
     assert _processes_with_state_dir(state) == [], "a child process outlived the runner"
     secrets = state / "standalone.env"
     assert secrets.stat().st_mode & 0o777 == 0o600
     assert "SECRET_KEY=" in secrets.read_text() and "FIELD_ENCRYPTION_KEYS=" in secrets.read_text()
 
+    # A second run keeps the database, but its sandbox starts empty: the demo topology is re-applied.
     second = Run(state, free_port())
     try:
-        second.wait_for(r"Tandem is running at")
+        url = second.wait_for(r"Tandem is running at (http://127\.0\.0\.1:\d+)/").group(1)
         assert "admin admin: unchanged" in second.output
         assert second.wait_for(r"password:\s+(\S+)").group(1) == password
+        second.wait_for(r"re-applied on the fresh sandbox", timeout=90)
+        _assert_demo_is_live(second, url, user, password)
     finally:
         second.terminate()
-    assert second.proc.returncode == 0
+    assert second.proc.returncode == 0, second.output
     assert _processes_with_state_dir(state) == []
 
 
