@@ -1,11 +1,16 @@
-"""Pure facts about a revision's manifests: pods it runs, what it asks of the nodes, what to prune."""
+"""Pure facts about a revision's manifests: pods it runs, what it asks of the nodes, what to prune.
+
+A revision's pods are found by topology, role and template hash (``tandem.io/template-hash``), not by
+revision number: pods whose role template did not change between two revisions belong to both.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from kube.labels import MANAGED_BY, MANAGED_BY_VALUE, TOPOLOGY
+from kube.labels import MANAGED_BY, MANAGED_BY_VALUE, ROLE, TEMPLATE_HASH, TOPOLOGY
 
 Manifest = Mapping[str, Any]
 POD_WORKLOADS = {"Deployment", "StatefulSet", "ReplicaSet"}
@@ -33,22 +38,27 @@ def _int(value: Any, default: int) -> int:
 
 
 def _pod_templates(obj: Manifest) -> list[tuple[int, Mapping[str, Any]]]:
-    """(pod count, pod spec) pairs for one workload object; empty for objects that run no pods."""
+    """(pod count, pod template) pairs for one workload object; empty for objects that run no pods."""
     kind = obj.get("kind")
     spec = obj.get("spec") or {}
     if kind in POD_WORKLOADS:
-        return [(_int(spec.get("replicas"), 1), (spec.get("template") or {}).get("spec") or {})]
+        return [(_int(spec.get("replicas"), 1), spec.get("template") or {})]
     if kind == "ModelServing":
         groups = _int(spec.get("replicas"), 1)
         out: list[tuple[int, Mapping[str, Any]]] = []
         for role in (spec.get("template") or {}).get("roles") or []:
             replicas = _int(role.get("replicas"), 1) * groups
-            out.append((replicas, (role.get("entryTemplate") or {}).get("spec") or {}))
+            out.append((replicas, role.get("entryTemplate") or {}))
             if role.get("workerTemplate"):
                 workers = _int(role.get("workerReplicas"), 0)
-                out.append((replicas * workers, (role.get("workerTemplate") or {}).get("spec") or {}))
+                out.append((replicas * workers, role.get("workerTemplate") or {}))
         return out
     return []
+
+
+def is_workload(obj: Manifest) -> bool:
+    """Objects whose controller runs pods and reports rollout status (Deployment, ModelServing, ...)."""
+    return obj.get("kind") in POD_WORKLOADS or obj.get("kind") == "ModelServing"
 
 
 def expected_pods(manifests: Iterable[Manifest]) -> int:
@@ -56,12 +66,40 @@ def expected_pods(manifests: Iterable[Manifest]) -> int:
     return sum(count for obj in manifests for count, _ in _pod_templates(obj))
 
 
+@dataclass(frozen=True)
+class PodSet:
+    """Pods of one role running one template: ``count`` of them are expected."""
+
+    role: str
+    template_hash: str
+    count: int
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        return labels.get(ROLE) == self.role and labels.get(TEMPLATE_HASH) == self.template_hash
+
+
+def pod_sets(manifests: Iterable[Manifest]) -> list[PodSet]:
+    """The revision's pods grouped by role and template hash, in manifest order."""
+    counts: dict[tuple[str, str], int] = {}
+    for obj in manifests:
+        for count, template in _pod_templates(obj):
+            labels = (template.get("metadata") or {}).get("labels") or {}
+            key = (str(labels.get(ROLE, "")), str(labels.get(TEMPLATE_HASH, "")))
+            counts[key] = counts.get(key, 0) + count
+    return [PodSet(role, digest, count) for (role, digest), count in counts.items()]
+
+
+def template_hashes(manifests: Iterable[Manifest]) -> dict[str, str]:
+    """Role → template hash of the revision's pods."""
+    return {s.role: s.template_hash for s in pod_sets(manifests)}
+
+
 def requested_resources(manifests: Iterable[Manifest]) -> dict[str, int]:
     """Total extended-resource requests (accelerators) over every pod of the revision."""
     totals: dict[str, int] = {}
     for obj in manifests:
-        for count, pod_spec in _pod_templates(obj):
-            for container in pod_spec.get("containers") or []:
+        for count, template in _pod_templates(obj):
+            for container in (template.get("spec") or {}).get("containers") or []:
                 resources = container.get("resources") or {}
                 asked = resources.get("requests") or resources.get("limits") or {}
                 for name, value in asked.items():

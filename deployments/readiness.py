@@ -1,4 +1,4 @@
-"""Waiting for a revision's pods to be Ready, and saying why they are not."""
+"""Waiting for a revision to run (workloads rolled out, expected pods Ready), and saying why it does not."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from typing import Any
 from django.utils import timezone
 
 import kube
-from deployments import plan
+from deployments import plan, progress
 from deployments.diagnosis import Diagnosis, diagnose
 from deployments.job import Job, deploy_options, setting
-from kube.labels import REVISION, topology_selector
+from kube.labels import topology_selector
 
 # Causes that will not clear by waiting longer: fail fast once they persist.
 DEFINITIVE = {
@@ -68,40 +68,72 @@ def _diagnose_now(
     )
 
 
+def _workloads(conn: kube.ClusterConnection, manifests: list[Any]) -> list[progress.WorkloadProgress]:
+    out = []
+    for obj in manifests:
+        if plan.is_workload(obj):
+            meta = obj.get("metadata") or {}
+            live = kube.get_object(conn, obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+            out.append(progress.workload_progress(obj, live))
+    return out
+
+
+def _not_ready(ready: int, total: int, timeout: float, lagging: list[progress.WorkloadProgress]) -> Diagnosis:
+    if ready >= total and lagging:
+        return {
+            "code": "not_ready",
+            "message": f"Every pod is Ready, but within {int(timeout)} s the workloads did not finish "
+            "rolling out: " + "; ".join(w.text for w in lagging) + ".",
+            "fix": "Check that the workload controller (Kthena for the kthena backend) runs in the cluster "
+            "and look at the workloads' status; deploy again once it has caught up.",
+            "pods": [],
+        }
+    return {
+        "code": "not_ready",
+        "message": f"Only {ready}/{total} pods became Ready within {int(timeout)} s.",
+        "fix": "Check the engine logs; if the model loads slowly, raise the ready timeout.",
+        "pods": [],
+    }
+
+
 def wait_ready(
     job: Job,
     conn: kube.ClusterConnection,
     namespace: str,
     topology_id: int,
-    revision: int,
     manifests: list[Any],
 ) -> list[Diagnosis] | None:
-    """None once every pod of the revision is Ready; else the diagnosis of why not."""
+    """None once the revision runs; else the diagnosis of why not.
+
+    Runs means: every workload reports the latest generation observed and all its replicas updated and
+    Ready, and the pods the revision expects (topology + role + template hash) are Ready. Pods of a role
+    whose template did not change count from the start, so a scale waits for the new pods only.
+    """
     deployment = job.load()
     timeout, _ = deploy_options(deployment)
     poll = float(setting("DEPLOY_POLL_SECONDS", 1.0))
     fail_fast = float(setting("DEPLOY_FAIL_FAST_SECONDS", 20))
-    total = plan.expected_pods(manifests)
-    selector = f"{topology_selector(topology_id)},{REVISION}={revision}"
+    sets = plan.pod_sets(manifests)
+    total = sum(s.count for s in sets)
+    selector = topology_selector(topology_id)
     deadline = time.monotonic() + timeout
     since = timezone.now() - timedelta(seconds=2)
     definitive_since: float | None = None
     while True:
-        pods = [p for p in kube.list_pods(conn, namespace, selector) if not p.deletion_pending]
-        ready = sum(1 for p in pods if p.ready)
-        job.beat(pods_ready=min(ready, total), pods_total=total)
+        pods = progress.pods_of(kube.list_pods(conn, namespace, selector), sets)
+        ready = progress.ready_pods(pods, sets)
+        job.beat(pods_ready=ready, pods_total=total)
+        lagging: list[progress.WorkloadProgress] = []
         if ready >= total:
-            return None
+            lagging = [w for w in _workloads(conn, manifests) if not w.done]
+            if not lagging:
+                return None
         now = time.monotonic()
         if now >= deadline:
-            return _diagnose_now(conn, namespace, pods, manifests, timed_out=True, since=since) or [
-                {
-                    "code": "not_ready",
-                    "message": f"Only {ready}/{total} pods became Ready within {int(timeout)} s.",
-                    "fix": "Check the engine logs; if the model loads slowly, raise the ready timeout.",
-                    "pods": [],
-                }
-            ]
+            if ready < total:
+                lagging = [w for w in _workloads(conn, manifests) if not w.done]
+            found = _diagnose_now(conn, namespace, pods, manifests, timed_out=True, since=since)
+            return found or [_not_ready(ready, total, timeout, lagging)]
         troubled = any(p.reason or p.restarts or p.phase == "Pending" for p in pods if not p.ready)
         if troubled:
             found = _diagnose_now(conn, namespace, pods, manifests, timed_out=False, since=since)

@@ -90,10 +90,10 @@ def _run_rollout(job: Job) -> None:
         total = plan.expected_pods(manifests)
         job.move(
             State.WAITING,
-            f"Waiting for {total} pods of revision {revision.number} to be Ready",
+            f"Waiting for revision {revision.number} to roll out and its {total} pods to be Ready",
             pods_total=total,
         )
-        diagnosis = wait_ready(job, conn, topology.namespace, topology.pk, revision.number, manifests)
+        diagnosis = wait_ready(job, conn, topology.namespace, topology.pk, manifests)
     except Cancelled:
         _fail(job, "cancelled by an operator", [])
         return
@@ -225,7 +225,7 @@ def _rollback(job: Job, target: Any, *, reason: str) -> None:
     try:
         kube.apply_objects(conn, manifests)
         job.beat(pods_ready=0, pods_total=plan.expected_pods(manifests))
-        problem = wait_ready(job, conn, topology.namespace, topology.pk, target.number, manifests)
+        problem = wait_ready(job, conn, topology.namespace, topology.pk, manifests)
     except Cancelled:
         problem = [{"code": "cancelled", "message": "rollback cancelled", "fix": "", "pods": []}]
     except kube.KubeError as error:

@@ -43,11 +43,27 @@ def deploy_policy(topology: Topology) -> DeployPolicy:
     return DeployPolicy.objects.filter(topology=topology).first() or DeployPolicy(topology=topology)
 
 
+def pod_template_revisions(topology: Topology) -> dict[tuple[str, str], int]:
+    """(role, template hash) → the revision whose template it is: the deployed one, else the desired one.
+
+    Pods carry no revision label (a scale must not restart the other role); the hash says which
+    template a pod runs, and one template may serve several revisions.
+    """
+    from deployments.plan import pod_sets
+
+    found: dict[tuple[str, str], int] = {}
+    for revision in (topology.current_revision, topology.deployed_revision):  # deployed wins
+        if revision is not None:
+            for pod_set in pod_sets(revision.manifests):
+                found[(pod_set.role, pod_set.template_hash)] = revision.number
+    return found
+
+
 def topology_pods(topology: Topology) -> list[dict[str, Any]]:
     """Pods of the topology by role, read live from the cluster (empty when unreachable)."""
     import kube
     from clusters.selectors import cluster_connection
-    from kube.labels import REVISION, ROLE, topology_selector
+    from kube.labels import ROLE, TEMPLATE_HASH, topology_selector
 
     try:
         pods = kube.list_pods(
@@ -55,8 +71,13 @@ def topology_pods(topology: Topology) -> list[dict[str, Any]]:
         )
     except kube.KubeError:
         return []
+    revisions = pod_template_revisions(topology)
+    deployed = topology.deployed_revision.number if topology.deployed_revision is not None else None
     rows = []
     for pod in pods:
+        role = pod.labels.get(ROLE) or pod.labels.get("modelserving.volcano.sh/role") or "other"
+        template = pod.labels.get(TEMPLATE_HASH, "")
+        number = revisions.get((role, template))
         if pod.deletion_pending:
             state = "terminating"
         elif pod.ready:
@@ -68,8 +89,12 @@ def topology_pods(topology: Topology) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": pod.name,
-                "role": pod.labels.get(ROLE) or pod.labels.get("modelserving.volcano.sh/role") or "other",
-                "revision": pod.labels.get(REVISION, ""),
+                "role": role,
+                "revision": "older"
+                if number is None
+                else f"{number}{'' if number == deployed else ' (rolling out)'}",
+                "template": template,
+                "current": number is not None and number == deployed,
                 "state": state,
                 "state_class": state.lower().replace(" ", "-"),
                 "restarts": pod.restarts,

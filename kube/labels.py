@@ -1,4 +1,9 @@
-"""Labels Tandem puts on every object (and pod template) it renders, so anything can find its parts."""
+"""Labels Tandem puts on every object (and pod template) it renders, so anything can find its parts.
+
+Objects carry the topology and the revision they were applied from. Pod templates carry the topology,
+the role and a content hash of that role's template, never the revision: a revision that leaves a
+role's template alone (a scale of the other role) must not replace that role's pods.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ MANAGED_BY_VALUE = "tandem"
 TOPOLOGY = "tandem.io/topology"  # topology id
 REVISION = "tandem.io/revision"  # revision number
 ROLE = "tandem.io/role"  # prefill | decode | router
+TEMPLATE_HASH = "tandem.io/template-hash"  # content hash of the role's pod template
 FIELD_MANAGER = "tandem"
 
 # Labels Kthena's ModelServing controller puts on the pods it creates.
@@ -19,6 +25,11 @@ KTHENA_ENTRY = "modelserving.volcano.sh/entry"
 
 def topology_labels(topology_id: int, revision: int) -> dict[str, str]:
     return {MANAGED_BY: MANAGED_BY_VALUE, TOPOLOGY: str(topology_id), REVISION: str(revision)}
+
+
+def pod_template_labels(topology_id: int, role: str) -> dict[str, str]:
+    """Labels of a role's pod template, before the renderer adds TEMPLATE_HASH."""
+    return {MANAGED_BY: MANAGED_BY_VALUE, TOPOLOGY: str(topology_id), ROLE: role}
 
 
 def topology_selector(topology_id: int) -> str:

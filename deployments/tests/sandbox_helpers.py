@@ -16,6 +16,8 @@ from django.conf import settings
 from deployments import runner
 from deployments.models import Deployment, Kind
 from deployments.services import deployment_start
+from kube.labels import TEMPLATE_HASH
+from topologies.render.podtemplate import template_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,12 +40,41 @@ def deploy_now(topology, actor, *, revision=None, kind: str = Kind.DEPLOY) -> De
 
 
 def ready_pods(sandbox_cluster_conn, topology, revision: int) -> list[Any]:
-    import kube
-    from kube.labels import REVISION, topology_selector
+    """Ready pods running the templates of revision `revision` (topology + role + template hash).
 
-    selector = f"{topology_selector(topology.pk)},{REVISION}={revision}"
-    pods = kube.list_pods(sandbox_cluster_conn, topology.namespace, selector)
-    return [p for p in pods if p.ready and not p.deletion_pending]
+    A template the revision shares with another one (a role the revision did not change) matches the
+    pods of both."""
+    import kube
+    from deployments.plan import pod_sets
+    from kube.labels import topology_selector
+
+    sets = pod_sets(topology.revisions.get(number=revision).manifests)
+    pods = kube.list_pods(sandbox_cluster_conn, topology.namespace, topology_selector(topology.pk))
+    return [p for p in pods if p.ready and not p.deletion_pending and any(s.matches(p.labels) for s in sets)]
+
+
+def ready_roles(sandbox_cluster_conn, topology) -> list[str]:
+    """Roles of every Ready pod of the topology, sorted (one entry per pod)."""
+    import kube
+    from kube.labels import ROLE, topology_selector
+
+    pods = kube.list_pods(sandbox_cluster_conn, topology.namespace, topology_selector(topology.pk))
+    return sorted(p.labels.get(ROLE, "") for p in pods if p.ready and not p.deletion_pending)
+
+
+def pod_uids(sandbox_cluster_conn, topology) -> dict[str, str]:
+    """Pod name → uid of every pod of the topology not being deleted."""
+    import kube
+    from kube.labels import topology_selector
+
+    items = kube.list_objects(
+        sandbox_cluster_conn, "v1", "Pod", topology.namespace, label_selector=topology_selector(topology.pk)
+    )
+    return {
+        p["metadata"]["name"]: p["metadata"]["uid"]
+        for p in items
+        if not p["metadata"].get("deletionTimestamp")
+    }
 
 
 def revision_with_manifests(topology, mutate, message: str):
@@ -56,7 +87,12 @@ def revision_with_manifests(topology, mutate, message: str):
     number = base.number + 1
     for obj in manifests:
         _relabel(obj, number)
+        before = [template_hash(t, {}) for t in pod_templates(obj)]
         mutate(obj)
+        for template, old in zip(pod_templates(obj), before, strict=True):
+            if template_hash(template, {}) != old:  # as the renderer would: the hash follows the content
+                labels = template["metadata"]["labels"]
+                labels[TEMPLATE_HASH] = template_hash(template, {"was": labels[TEMPLATE_HASH]})
     revision = Revision.objects.create(
         topology=topology, number=number, spec=base.spec, manifests=manifests, message=message
     )

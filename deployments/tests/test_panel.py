@@ -105,3 +105,23 @@ def test_quoted_names_show_as_code_and_html_is_escaped():
     from deployments.templatetags.deployments_tags import ticks_to_code
 
     assert ticks_to_code("image `a:b` <script>") == "image <code>a:b</code> &lt;script&gt;"
+
+
+def test_pod_revision_names_the_deployed_revision_whose_template_the_pod_runs(topology, operator):
+    from deployments.plan import template_hashes
+    from deployments.selectors import pod_template_revisions
+    from topologies.services import topology_update
+
+    first = topology.current_revision
+    spec = dict(topology.spec)
+    spec["roles"]["prefill"]["extra_args"] = ["--max-model-len", "4096"]
+    topology_update(topology=topology, spec=spec, actor=operator, message="prefill only")
+    topology.refresh_from_db()
+    topology.deployed_revision = first
+    old, new = template_hashes(first.manifests), template_hashes(topology.current_revision.manifests)
+    assert old["decode"] == new["decode"] and old["prefill"] != new["prefill"]
+    assert pod_template_revisions(topology) == {
+        ("prefill", old["prefill"]): 1,
+        ("decode", old["decode"]): 1,  # the deployed revision wins for a shared template
+        ("prefill", new["prefill"]): 2,
+    }

@@ -9,6 +9,7 @@ from deployments.tests.sandbox_helpers import (
     deploy_now,
     pod_templates,
     ready_pods,
+    ready_roles,
     revision_with_manifests,
 )
 
@@ -164,7 +165,7 @@ def test_manual_rollback_returns_to_an_earlier_revision(new_topology, operator, 
     assert rollback.state == State.SUCCEEDED, (rollback.error, rollback.diagnosis)
     assert topology.deployed_revision.number == 1
     assert len(ready_pods(conn, topology, 1)) == 2
-    assert ready_pods(conn, topology, 2) == []
+    assert ready_roles(conn, topology) == ["decode", "prefill"]
 
 
 def test_scale_adds_decode_pods(new_topology, operator, conn):
@@ -216,7 +217,13 @@ def test_objects_left_out_of_the_new_revision_are_pruned(new_topology, operator,
         == []
     )
     assert any(s.message.startswith("Pruned ") for s in deployment.steps.all())
-    assert {p.labels.get("tandem.io/revision") for p in ready_pods(conn, topology, 2)} == {"2"}
+    pods = ready_pods(conn, topology, 2)
+    assert len(pods) == deployment.pods_total and ready_roles(conn, topology) == [
+        "decode",
+        "prefill",
+        "router",
+    ]
+    assert not any("modelserving.volcano.sh/name" in p.labels for p in pods)
 
 
 def test_cancel_stops_the_deploy_and_returns_to_the_last_good_revision(new_topology, operator, conn):
@@ -232,7 +239,7 @@ def test_cancel_stops_the_deploy_and_returns_to_the_last_good_revision(new_topol
     topology.refresh_from_db()
     assert "Failed: cancelled by an operator" in [s.message for s in deployment.steps.all()]
     _assert_previous_still_running(topology, conn, deployment)
-    assert ready_pods(conn, topology, 2) == []
+    assert ready_roles(conn, topology) == ["decode", "prefill"]
 
 
 def test_insufficient_capacity_at_runtime_says_how_much_is_asked_and_free(new_topology, operator, conn):

@@ -269,10 +269,6 @@ def resources(role: RoleSpec) -> dict[str, Any]:
     return {"limits": dict(amounts), "requests": dict(amounts)} if amounts else {}
 
 
-def pod_labels(spec: TopologySpec, role: str, *, topology_id: int, revision: int) -> dict[str, str]:
-    return {**labels.topology_labels(topology_id, revision), labels.ROLE: role}
-
-
 def pod_spec(spec: TopologySpec, role: str) -> dict[str, Any]:
     """The pod spec for one role's engine instance (same for every backend)."""
     r = spec.role(role)

@@ -1,6 +1,8 @@
 """Kthena backend: ModelServing (prefill + decode roles), ModelServer (P/D routing), ModelRoute.
 
-Modelled on Kthena's own P/D examples. Pure: same spec, id and revision give the same objects.
+Modelled on Kthena's own P/D examples. Pure: same spec, id and revision give the same objects. Role pod
+templates carry no revision (see ``podtemplate``), so a scale or a change to one role leaves the other's
+pods running.
 """
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kube import labels
-from topologies.render import engine
+from topologies.render import engine, podtemplate
 from topologies.spec import TopologySpec
 
 WORKLOAD_API = "workload.serving.volcano.sh/v1alpha1"
@@ -39,15 +41,14 @@ def _meta(spec: TopologySpec, name: str, *, topology_id: int, revision: int) -> 
     }
 
 
-def _role(spec: TopologySpec, role: str, *, topology_id: int, revision: int) -> dict[str, Any]:
+def _role(spec: TopologySpec, role: str, *, topology_id: int) -> dict[str, Any]:
     return {
         "name": role,
         "replicas": spec.role(role).replicas,
         "workerReplicas": 0,
-        "entryTemplate": {
-            "metadata": {"labels": engine.pod_labels(spec, role, topology_id=topology_id, revision=revision)},
-            "spec": engine.pod_spec(spec, role),
-        },
+        "entryTemplate": podtemplate.pod_template(
+            spec, role, engine.pod_spec(spec, role), topology_id=topology_id
+        ),
     }
 
 
@@ -61,9 +62,11 @@ def model_serving(spec: TopologySpec, *, topology_id: int, revision: int) -> dic
             "schedulerName": "volcano",
             "replicas": 1,
             "recoveryPolicy": "ServingGroupRecreate",
+            # One serving group: a change to one role's template replaces that role's pods only.
+            "rolloutStrategy": {"type": "RoleRollingUpdate"},
             "template": {
                 "restartGracePeriodSeconds": 60,
-                "roles": [_role(spec, r, topology_id=topology_id, revision=revision) for r in roles],
+                "roles": [_role(spec, r, topology_id=topology_id) for r in roles],
             },
         },
     }

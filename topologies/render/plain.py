@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from kube import labels
-from topologies.render import engine
+from topologies.render import engine, podtemplate
 from topologies.spec import TopologySpec
 
 ROUTER_IMAGES = {
@@ -59,12 +59,7 @@ def role_deployment(spec: TopologySpec, role: str, *, topology_id: int, revision
             "replicas": spec.role(role).replicas,
             "selector": {"matchLabels": _selector(topology_id, role)},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {
-                "metadata": {
-                    "labels": engine.pod_labels(spec, role, topology_id=topology_id, revision=revision)
-                },
-                "spec": pod,
-            },
+            "template": podtemplate.pod_template(spec, role, pod, topology_id=topology_id),
         },
     }
 
@@ -177,13 +172,10 @@ def router_objects(spec: TopologySpec, *, topology_id: int, revision: int) -> li
             "spec": {
                 "replicas": 1,
                 "selector": {"matchLabels": _selector(topology_id, "router")},
-                "template": {
-                    "metadata": {
-                        "labels": engine.pod_labels(
-                            spec, "router", topology_id=topology_id, revision=revision
-                        )
-                    },
-                    "spec": {
+                "template": podtemplate.pod_template(
+                    spec,
+                    "router",
+                    {
                         "serviceAccountName": name,
                         "containers": [
                             {
@@ -201,7 +193,8 @@ def router_objects(spec: TopologySpec, *, topology_id: int, revision: int) -> li
                             }
                         ],
                     },
-                },
+                    topology_id=topology_id,
+                ),
             },
         },
         {

@@ -127,3 +127,5 @@ def test_every_object_and_pod_template_carries_topology_labels(name: str, spec: 
             pod_labels = template["metadata"]["labels"]
             assert pod_labels["tandem.io/role"] in ("prefill", "decode", "router")
             assert pod_labels["tandem.io/topology"] == "11"
+            assert len(pod_labels["tandem.io/template-hash"]) == 10
+            assert "tandem.io/revision" not in pod_labels
