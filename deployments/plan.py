@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kube.labels import MANAGED_BY, MANAGED_BY_VALUE, ROLE, TEMPLATE_HASH, TOPOLOGY
+from kube.labels import MANAGED_BY, MANAGED_BY_VALUE, REVISION, ROLE, TEMPLATE_HASH, TOPOLOGY
 
 Manifest = Mapping[str, Any]
 POD_WORKLOADS = {"Deployment", "StatefulSet", "ReplicaSet"}
@@ -68,25 +68,35 @@ def expected_pods(manifests: Iterable[Manifest]) -> int:
 
 @dataclass(frozen=True)
 class PodSet:
-    """Pods of one role running one template: ``count`` of them are expected."""
+    """Pods of one role running one template: ``count`` of them are expected.
+
+    Revisions rendered before templates were hashed carry the revision number in their pod templates
+    instead (``legacy_revision``); their pods are found by it.
+    """
 
     role: str
     template_hash: str
     count: int
+    legacy_revision: str = ""
 
     def matches(self, labels: Mapping[str, str]) -> bool:
-        return labels.get(ROLE) == self.role and labels.get(TEMPLATE_HASH) == self.template_hash
+        if labels.get(ROLE) != self.role:
+            return False
+        if self.template_hash:
+            return labels.get(TEMPLATE_HASH) == self.template_hash
+        return bool(self.legacy_revision) and labels.get(REVISION) == self.legacy_revision
 
 
 def pod_sets(manifests: Iterable[Manifest]) -> list[PodSet]:
     """The revision's pods grouped by role and template hash, in manifest order."""
-    counts: dict[tuple[str, str], int] = {}
+    counts: dict[tuple[str, str, str], int] = {}
     for obj in manifests:
         for count, template in _pod_templates(obj):
             labels = (template.get("metadata") or {}).get("labels") or {}
-            key = (str(labels.get(ROLE, "")), str(labels.get(TEMPLATE_HASH, "")))
+            digest = str(labels.get(TEMPLATE_HASH, ""))
+            key = (str(labels.get(ROLE, "")), digest, "" if digest else str(labels.get(REVISION, "")))
             counts[key] = counts.get(key, 0) + count
-    return [PodSet(role, digest, count) for (role, digest), count in counts.items()]
+    return [PodSet(role, digest, count, legacy) for (role, digest, legacy), count in counts.items()]
 
 
 def template_hashes(manifests: Iterable[Manifest]) -> dict[str, str]:

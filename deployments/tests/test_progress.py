@@ -126,3 +126,23 @@ def test_pod_sets_follow_role_templates_and_replicas():
     kthena = render(spec_of("qwen-gpu-nixl"), topology_id=3, revision=2)
     assert set(template_hashes(kthena)) == {"prefill", "decode"}
     assert all(len(h) == 10 for h in hashes.values())
+
+
+def test_revisions_rendered_before_template_hashes_find_their_pods_by_revision_label():
+    [legacy] = pod_sets(
+        [
+            {
+                "kind": "Deployment",
+                "metadata": {"name": "old-decode"},
+                "spec": {
+                    "replicas": 1,
+                    "template": {
+                        "metadata": {"labels": {"tandem.io/role": "decode", "tandem.io/revision": "4"}}
+                    },
+                },
+            }
+        ]
+    )
+    assert legacy.matches({"tandem.io/role": "decode", "tandem.io/revision": "4"})
+    assert not legacy.matches({"tandem.io/role": "decode", "tandem.io/revision": "5"})
+    assert not PodSet("decode", "", 1).matches({"tandem.io/role": "decode"})
