@@ -11,7 +11,7 @@ from django.db import connections, transaction
 from django.test import Client
 
 from controlplane.asgi import application
-from controlplane.broadcast import broadcast_on_commit, overview_group
+from controlplane.broadcast import broadcast_on_commit, overview_group, send_now
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -95,3 +95,20 @@ async def test_overview_admits_viewer_and_forwards_broadcast_after_commit(viewer
     message = await communicator.receive_json_from(timeout=5)
     assert message == {"kind": "overview", "topology_id": 1, "health": "healthy"}
     await communicator.disconnect()
+
+
+async def test_every_overview_socket_gets_each_broadcast_as_sent(viewer: Any) -> None:
+    sockets = [await open_socket("/ws/overview/", user=viewer) for _ in range(3)]
+    for communicator in sockets:
+        assert (await communicator.connect(timeout=5))[0]
+    summaries = [
+        {"kind": "overview", "topology_id": 1, "health": "down", "pods": 4},
+        {"kind": "overview", "topology_id": 1, "health": "down", "pods": 4},
+        {"kind": "overview", "topology_id": 1, "health": "healthy", "pods": 4},
+    ]
+    for summary in summaries:
+        await sync_to_async(send_now)(overview_group(), summary)
+        for communicator in sockets:
+            assert await communicator.receive_json_from(timeout=5) == summary
+    for communicator in sockets:
+        await communicator.disconnect()
