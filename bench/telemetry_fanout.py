@@ -99,10 +99,11 @@ def free_port() -> int:
 class Uvicorn:
     """The ASGI app in a uvicorn subprocess on a free loopback port."""
 
-    def __init__(self, ws: str = "auto", workers: int = 1) -> None:
+    def __init__(self, ws: str = "auto", workers: int = 1, deflate: bool = True) -> None:
         self.port = free_port()
         self.ws = ws
         self.workers = workers
+        self.deflate = deflate
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -126,6 +127,7 @@ class Uvicorn:
                 "--ws",
                 self.ws,
                 *(["--workers", str(self.workers)] if self.workers > 1 else []),
+                *([] if self.deflate else ["--ws-per-message-deflate", "false"]),
             ],
             cwd=ROOT,
             env=dict(os.environ),
@@ -224,13 +226,15 @@ async def client_worker(count: int, url: str, origin: str) -> None:
     print(json.dumps(latencies), flush=True)
 
 
-async def run(clients: int, seconds: float, rate: float, processes: int, ws: str, servers: int) -> None:
+async def run(
+    clients: int, seconds: float, rate: float, processes: int, ws: str, servers: int, deflate: bool
+) -> None:
     from channels.layers import get_channel_layer
 
     from controlplane.broadcast import overview_group
 
     cookie = await asyncio.to_thread(session_cookie)
-    with Uvicorn(ws=ws, workers=servers) as server:
+    with Uvicorn(ws=ws, workers=servers, deflate=deflate) as server:
         assert server.proc is not None
         stats = ProcStats(server.proc.pid, children=True)
         url = f"ws://127.0.0.1:{server.port}/ws/overview/"
@@ -314,7 +318,8 @@ async def run(clients: int, seconds: float, rate: float, processes: int, ws: str
     wall = wall1 - wall0
     print(
         f"websocket fan-out ({os.environ['CHANNEL_LAYER']} channel layer, uvicorn --ws {ws}, "
-        f"{servers} server process{'es' if servers > 1 else ''}): "
+        f"{servers} server process{'es' if servers > 1 else ''}"
+        f"{'' if deflate else ', no permessage-deflate'}): "
         f"{clients} clients "
         f"in {len(workers)} client processes, {sent} updates at {rate:g}/s over {seconds:g} s; "
         f"latency = publish (group_send) -> client receive"
@@ -398,6 +403,9 @@ def main() -> None:
     parser.add_argument(
         "--layer-only", action="store_true", help="measure the channel layer alone (no server, no websockets)"
     )
+    parser.add_argument(
+        "--no-deflate", action="store_true", help="serve without permessage-deflate (compression per socket)"
+    )
     parser.add_argument("--client-worker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--origin", help=argparse.SUPPRESS)
@@ -415,6 +423,7 @@ def main() -> None:
                 argv = [f"--clients={args.clients}", f"--seconds={args.seconds}", f"--rate={args.rate}"]
                 argv += [f"--processes={args.processes}", f"--ws={ws}", f"--layer={layer}"]
                 argv += [f"--server-processes={args.server_processes}"]
+                argv += ["--no-deflate"] if args.no_deflate else []
                 argv += ["--layer-only"] if args.layer_only else []
                 subprocess.run([sys.executable, __file__, *argv], check=True)
         return
@@ -434,6 +443,7 @@ def main() -> None:
             max(1, args.processes),
             args.ws,
             max(1, args.server_processes),
+            not args.no_deflate,
         )
     )
 
