@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import django_filters
 
+from controlplane.filters import ChoiceFilter
 from deployments.models import Deployment, Kind, State
 
 
 class DeploymentFilterSet(django_filters.FilterSet):
     topology = django_filters.NumberFilter(field_name="topology_id", help_text="Topology id.")
-    state = django_filters.MultipleChoiceFilter(choices=State.choices)
-    kind = django_filters.MultipleChoiceFilter(choices=Kind.choices)
+    state = ChoiceFilter(choices=State.choices, label="State")
+    kind = ChoiceFilter(choices=Kind.choices, label="Kind")
     active = django_filters.BooleanFilter(method="filter_active", label="Only running deployments")
 
     class Meta:

@@ -129,4 +129,5 @@ def topology_panel_context(topology: Topology, request: Any = None) -> dict[str,
         "drift": topology.drift_detail or {},
         "can_deploy": can_operate,
         "policy": deploy_policy(topology),
+        "policy_default": DeployPolicy(),
     }

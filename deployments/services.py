@@ -130,7 +130,7 @@ def deployment_start(
     )
     from deployments.tasks import run_deployment
 
-    transaction.on_commit(lambda: run_deployment.delay(deployment.pk))
+    run_deployment.delay_on_commit(deployment.pk)
     return deployment
 
 

@@ -56,6 +56,6 @@ def reap_deployments() -> int:
         if deployment.attempts >= limit:
             deployment_orphan_fail(deployment=deployment, attempts=deployment.attempts)
         else:
-            run_deployment.delay(deployment.pk)
+            run_deployment.delay_on_commit(deployment.pk)
         count += 1
     return count

@@ -13,8 +13,9 @@ from accounts.roles import Role
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from deployments import selectors, services
+from deployments.forms import DeployPolicyForm, field_errors_text
 from deployments.models import Deployment
-from topologies.models import Revision, Topology
+from topologies import selectors as topology_selectors
 
 
 def _back(topology_id: int) -> HttpResponseRedirect:
@@ -35,7 +36,7 @@ def _int(value: str | None) -> int | None:
 @require_POST
 @role_required(Role.OPERATOR)
 def topology_deploy(request: HttpRequest, pk: int) -> HttpResponse:
-    topology = get_object_or_404(Topology, pk=pk)
+    topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
     try:
         _started(
             request,
@@ -49,9 +50,9 @@ def topology_deploy(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @role_required(Role.OPERATOR)
 def topology_rollback(request: HttpRequest, pk: int) -> HttpResponse:
-    topology = get_object_or_404(Topology, pk=pk)
+    topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
     number = _int(request.POST.get("revision"))
-    revision = Revision.objects.filter(topology=topology, number=number).first() if number else None
+    revision = topology_selectors.revision_get(topology, number) if number else None
     if revision is None:
         messages.error(request, "Roll back: choose one of the topology's revisions.")
         return _back(pk)
@@ -70,7 +71,7 @@ def topology_rollback(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @role_required(Role.OPERATOR)
 def topology_scale(request: HttpRequest, pk: int) -> HttpResponse:
-    topology = get_object_or_404(Topology, pk=pk)
+    topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
     replicas = _int(request.POST.get("replicas"))
     role = request.POST.get("role", "")
     if replicas is None or replicas < 0 or role not in services.ROLES:
@@ -96,7 +97,7 @@ def topology_scale(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @role_required(Role.OPERATOR)
 def topology_reapply(request: HttpRequest, pk: int) -> HttpResponse:
-    topology = get_object_or_404(Topology, pk=pk)
+    topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
     try:
         _started(
             request,
@@ -112,7 +113,7 @@ def topology_reapply(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 @role_required(Role.OPERATOR)
 def deployment_cancel(request: HttpRequest, pk: int) -> HttpResponse:
-    deployment = get_object_or_404(Deployment, pk=pk)
+    deployment = get_object_or_404(selectors.deployment_list(), pk=pk)
     try:
         services.deployment_cancel(deployment=deployment, actor=request.user, source_ip=client_ip(request))
         messages.info(
@@ -125,11 +126,40 @@ def deployment_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
+@require_POST
+@role_required(Role.OPERATOR)
+def topology_deploy_policy(request: HttpRequest, pk: int) -> HttpResponse:
+    """Set the ready timeout and automatic rollback (empty: the environment's defaults)."""
+    topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
+    form = DeployPolicyForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Deploy policy not saved: {field_errors_text(form.errors)}.")
+        return _back(pk)
+    try:
+        policy = services.deploy_policy_set(
+            topology=topology,
+            ready_timeout_seconds=form.cleaned_data["ready_timeout_seconds"],
+            auto_rollback=form.cleaned_data["auto_rollback"],
+            actor=request.user,
+            source_ip=client_ip(request),
+        )
+    except DomainError as error:
+        detail = field_errors_text(error.fields) if error.fields else error.message
+        messages.error(request, f"Deploy policy not saved: {detail}.")
+        return _back(pk)
+    messages.success(
+        request,
+        f"Deploy policy saved: ready timeout {policy.effective_ready_timeout_seconds} s, "
+        f"auto-rollback {'on' if policy.effective_auto_rollback else 'off'}.",
+    )
+    return _back(pk)
+
+
 @require_GET
 @role_required(Role.VIEWER)
 def topology_panel(request: HttpRequest, pk: int) -> HttpResponse:
     """The deployments panel alone, re-fetched by the page when a deployment finishes."""
-    topology = get_object_or_404(Topology.objects.select_related("cluster"), pk=pk)
+    topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
     return render(
         request, "deployments/_topology_panel.html", selectors.topology_panel_context(topology, request)
     )

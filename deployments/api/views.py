@@ -27,6 +27,7 @@ from deployments.api.serializers import (
 )
 from deployments.filtersets import DeploymentFilterSet
 from deployments.models import Deployment, DeployPolicy
+from topologies import selectors as topology_selectors
 from topologies.models import Revision, Topology
 
 
@@ -54,7 +55,7 @@ class _TopologyAction(GenericAPIView[Topology]):
     input_serializer: type[Serializer[Any]] | None = None
 
     def get_queryset(self) -> Any:
-        return Topology.objects.select_related("cluster", "current_revision", "deployed_revision")
+        return topology_selectors.topology_list()
 
     def _input(self, request: Request) -> dict[str, Any]:
         if self.input_serializer is None:
@@ -64,9 +65,9 @@ class _TopologyAction(GenericAPIView[Topology]):
         return dict(serializer.validated_data)
 
     def _revision(self, topology: Topology, number: int) -> Revision:
-        revision = Revision.objects.filter(topology=topology, number=number).first()
+        revision = topology_selectors.revision_get(topology, number)
         if revision is None:
-            numbers = list(topology.revisions.order_by("number").values_list("number", flat=True))
+            numbers = sorted(topology_selectors.topology_revisions(topology).values_list("number", flat=True))
             raise DomainError(
                 f"topology {topology.name} has no revision {number}",
                 code="not_found",
@@ -163,7 +164,7 @@ class TopologyDeployPolicy(GenericAPIView[DeployPolicy]):
     write_role = Role.OPERATOR
 
     def get_queryset(self) -> Any:
-        return Topology.objects.all()
+        return topology_selectors.topology_list()
 
     def get(self, request: Request, pk: int) -> Response:
         topology = get_object_or_404(self.get_queryset(), pk=pk)

@@ -15,15 +15,6 @@ from tests.support import subprocess_env, uvicorn_server
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 
 
 def _off_the_loop(fn):
@@ -40,11 +31,6 @@ def _off_the_loop(fn):
 
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(call).result()
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args):
-    return {**browser_type_launch_args, "executable_path": "/usr/bin/chromium", "args": CHROMIUM_ARGS}
 
 
 def test_operator_deploys_and_sees_progress_diagnosis_and_rollback(

@@ -44,7 +44,9 @@ def test_finished_and_missing_jobs_are_not_claimed(queued):
     assert claim(999_999, "worker-a") == "missing"
 
 
-def test_reaper_requeues_orphans_and_fails_hopeless_ones(queued, make_topology, operator, settings):
+def test_reaper_requeues_orphans_and_fails_hopeless_ones(
+    queued, make_topology, operator, settings, django_capture_on_commit_callbacks
+):
     settings.DEPLOY_HEARTBEAT_STALE_SECONDS = 30
     settings.DEPLOY_MAX_ATTEMPTS = 3
     broker = redis.Redis.from_url(settings.REDIS_URL)
@@ -62,7 +64,8 @@ def test_reaper_requeues_orphans_and_fails_hopeless_ones(queued, make_topology, 
         state=State.WAITING, claimed_by="alive", heartbeat=timezone.now()
     )
 
-    assert reap_deployments() == 2
+    with django_capture_on_commit_callbacks(execute=True):  # the task runs in autocommit: enqueues at once
+        assert reap_deployments() == 2
     assert broker.llen("deploy") == before + 1  # the resumable one went back on the deploy queue
     hopeless.refresh_from_db()
     assert hopeless.state == State.FAILED and "lost 3 times" in hopeless.error

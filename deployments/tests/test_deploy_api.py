@@ -112,6 +112,17 @@ def test_list_filters_by_topology_state_and_kind(as_operator, make_topology, top
     assert set(ids("?kind=deploy")) == {a["id"], b["id"]}
 
 
+def test_list_filter_error_names_the_accepted_values(as_operator):
+    response = as_operator.get("/api/v1/deployments/?state=bogus")
+    assert response.status_code == 400
+    message = " ".join(response.json()["error"]["fields"]["state"])
+    assert (
+        "bogus is not one of the choices" in message and "succeeded" in message and "rolled_back" in message
+    )
+    kinds = " ".join(as_operator.get("/api/v1/deployments/?kind=nope").json()["error"]["fields"]["kind"])
+    assert "use one of:" in kinds and "rollback" in kinds and "scale" in kinds
+
+
 def test_detail_returns_the_step_log(as_operator, topology):
     created = as_operator.post(f"/api/v1/topologies/{topology.pk}/deploy/").json()
     deployment = Deployment.objects.get(pk=created["id"])
