@@ -103,3 +103,32 @@ def topology_id(db, admin_user):
 
     cluster = Cluster.objects.create(name="lab", auth_method="token", server="http://127.0.0.1:9")
     return topology_create(cluster=cluster, spec=preset_spec("deepseek-ascend-mooncake"), actor=admin_user).pk
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_error_pages_in_a_browser(page, live_server, client, viewer):
+    """A viewer opening an operator page and a missing page sees styled pages saying what to do next."""
+    import os
+    from pathlib import Path
+
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    shots = Path(__file__).resolve().parents[1] / "var" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    client.force_login(viewer)
+    session = client.cookies["sessionid"].value
+    page.context.add_cookies([{"name": "sessionid", "value": session, "url": live_server.url}])
+    page.set_viewport_size({"width": 1280, "height": 720})
+
+    response = page.goto(f"{live_server.url}/no/such/page/")
+    assert response is not None and response.status == 404
+    assert page.locator("h1").inner_text() == "Page not found"
+    assert page.locator(".topbar .role-badge").inner_text() == "viewer"
+    page.screenshot(path=str(shots / "error-404.png"))
+
+    response = page.goto(f"{live_server.url}/topologies/new/")
+    assert response is not None and response.status == 403
+    assert page.locator("h1").inner_text() == "Not allowed"
+    text = page.locator(".error-page").inner_text()
+    assert "This page needs the operator role." in text and "viewer role" in text and "Ask an admin" in text
+    page.screenshot(path=str(shots / "error-403.png"))
