@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import expect
 
 from deployments.tests.sandbox_helpers import Worker
 from tests.support import subprocess_env, uvicorn_server
@@ -64,7 +65,11 @@ def _walk_through(page, env, operator, viewer, topology, lab_sandbox):
 
         page.click("#deployments >> text=Deploy revision 1")
         page.wait_for_selector("#deployments .deploy-current .state-succeeded", timeout=60_000)
-        page.wait_for_selector("#deployments .pods-table", timeout=10_000)  # the panel re-fetched at the end
+        # The finished deployment re-fetches the panel; pods may show earlier, so wait for what only it says.
+        expect(page.locator("#deployments .deploy-revs")).to_contain_text(
+            "Running revision 1", timeout=10_000
+        )
+        page.wait_for_selector("#deployments .pods-table", timeout=10_000)
         panel = page.inner_text("#deployments")
         assert "Running revision 1" in panel.replace("\n", " ")
         assert "2/2 pods ready" in panel
@@ -94,6 +99,16 @@ def _walk_through(page, env, operator, viewer, topology, lab_sandbox):
         assert "Tandem returned to revision 1, which is running again" in panel
         page.screenshot(path=str(SHOTS / "deployments-rolled-back.png"), full_page=True)
         page.locator("#deployments").screenshot(path=str(SHOTS / "deployments-panel-rolled-back.png"))
+
+        page.fill("#deployments input[name=ready_timeout_seconds]", "120")
+        page.select_option("#deployments select[name=auto_rollback]", "off")
+        page.click("#deployments >> text=Save policy")
+        expect(page.locator(".messages")).to_contain_text("ready timeout 120 s, auto-rollback off")
+        revs = page.inner_text("#deployments .deploy-revs")
+        assert "Ready timeout 120 s" in revs and "auto-rollback off" in revs
+        page.locator("#deployments .deploy-actions").screenshot(
+            path=str(SHOTS / "deployments-policy-form.png")
+        )
 
         page.goto(f"{base}/accounts/login/")
         page.context.clear_cookies()
