@@ -11,45 +11,22 @@ re-apply).
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from timing import configure_django, timed  # noqa: E402
+from timing import report as _report  # noqa: E402
+
 
 def configure() -> None:
-    os.environ.update(
-        DATABASE_URL=os.environ.get(
-            "BENCH_DATABASE_URL", "sqlite:////tmp/tandem-bench-cluster-check.sqlite3"
-        ),
-        REDIS_URL=os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/7"),
-        SECRET_KEY="bench-secret-key-not-for-production-0123456789abcdef",
-        FIELD_ENCRYPTION_KEYS="qx7dD0H3ZxKdbMgFq3aXNd7R5lOqdRkk2m8Wq1fW0cM=",
-        TANDEM_HTTPS="false",
-        LOG_LEVEL="warning",
-        DJANGO_SETTINGS_MODULE="controlplane.settings",
-    )
-    import django
-
-    django.setup()
-
-
-def timed(fn: Callable[[], object], runs: int) -> list[float]:
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
+    configure_django("sqlite:////tmp/tandem-bench-cluster-check.sqlite3")
 
 
 def report(label: str, samples: list[float]) -> None:
-    print(f"  {label:<42} median {statistics.median(samples):8.1f} ms   max {max(samples):8.1f} ms")
+    _report(label, samples, width=42, decimals=1)
 
 
 def run(*, tls: bool, runs: int) -> None:
