@@ -22,6 +22,11 @@ def system_group() -> str:
     return "system"
 
 
+def user_group(user_id: int) -> str:
+    """Notifications for one user (budget alerts of their keys), on every page they have open."""
+    return f"user.{user_id}"
+
+
 def send_now(group: str, message: dict[str, Any]) -> None:
     """Send to a group immediately; callers outside a transaction (e.g. after a commit) use this."""
     layer = get_channel_layer()

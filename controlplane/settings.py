@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import ipaddress
 from pathlib import Path
 
@@ -63,6 +64,18 @@ def _fernet_keys() -> list[str]:
 
 
 FIELD_ENCRYPTION_KEYS = _fernet_keys()
+# API keys are stored as HMAC-SHA256 under this pepper. Unset: derived from SECRET_KEY (so changing
+# SECRET_KEY without setting API_KEY_PEPPER to the old derived value invalidates every key).
+_API_KEY_PEPPER = env_str("API_KEY_PEPPER", "")
+if _API_KEY_PEPPER and len(_API_KEY_PEPPER) < 32:
+    raise ConfigError("API_KEY_PEPPER is too short; use 32+ random characters (or leave it unset)")
+API_KEY_PEPPER = hashlib.sha256((_API_KEY_PEPPER or f"tandem-api-key-pepper:{SECRET_KEY}").encode()).digest()
+# Rotation: how long the previous secret keeps working unless the rotation names its own grace.
+API_KEY_ROTATION_GRACE_SECONDS = env_int("API_KEY_ROTATION_GRACE_SECONDS", 86400, minimum=0)
+# Deadline of the key limit check's Redis round trip: a hung Redis fails the request fast (503).
+KEYS_REDIS_TIMEOUT_SECONDS = env_int("KEYS_REDIS_TIMEOUT_MS", 500, minimum=10) / 1000
+# Failed key authentications per source address and minute before that address is refused outright.
+API_KEY_FAILURE_LIMIT = env_int("API_KEY_FAILURE_LIMIT", 60, minimum=1)
 
 # Behind TLS (production) cookies are secure and HTTP redirects to HTTPS; the standalone demo
 # and the test suite run on plain http://127.0.0.1 and turn this off.
@@ -105,6 +118,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    "keys.middleware.KeyGrantMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -238,8 +252,13 @@ CONTENT_SECURITY_POLICY = {
 }
 
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
-    "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.RolePermission"],
+    # Keys first: an unauthenticated call gets 401 with `WWW-Authenticate: Bearer`, and a request
+    # with a bad key is refused even if it also carries a session cookie.
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "keys.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.RolePermission", "keys.permissions.ScopePermission"],
     "DEFAULT_PAGINATION_CLASS": "controlplane.api.pagination.StandardPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -253,6 +272,13 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Control plane for prefill/decode disaggregated LLM inference on Kubernetes.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and the interactive docs are behind login like the rest (a session or any management key).
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SERVE_AUTHENTICATION": [
+        "keys.authentication.ApiKeyAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "SWAGGER_UI_SETTINGS": {"persistAuthorization": False},
     "COMPONENT_SPLIT_REQUEST": True,
     # Swagger UI assets are served from the installed sidecar package, not a CDN (CSP, offline).
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -340,6 +366,13 @@ CELERY_BEAT_SCHEDULE["telemetry-rollup-and-prune"] = {
 }
 # Clusters: connectivity, permissions, CRDs and node inventory of every registered cluster.
 CLUSTER_CHECK_SECONDS = env_int("CLUSTER_CHECK_SECONDS", 60, minimum=10)
+# Keys: hourly usage and last use copied from Redis into the database, off the request path.
+KEYS_USAGE_ROLLUP_SECONDS = env_int("KEYS_USAGE_ROLLUP_SECONDS", 15, minimum=1)
+CELERY_BEAT_SCHEDULE["keys-rollup-usage"] = {
+    "task": "keys.tasks.rollup_key_usage",
+    "schedule": float(KEYS_USAGE_ROLLUP_SECONDS),
+    "options": {"expires": float(KEYS_USAGE_ROLLUP_SECONDS)},
+}
 CELERY_BEAT_SCHEDULE["clusters-check-all"] = {
     "task": "clusters.tasks.check_all_clusters",
     "schedule": float(CLUSTER_CHECK_SECONDS),

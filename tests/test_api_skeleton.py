@@ -34,9 +34,11 @@ def test_400_names_each_field_and_the_fix(api_client, admin_user):
     assert error["message"].startswith(("username:", "password:", "role:"))
 
 
-def test_401_or_403_without_a_session(api_client):
-    error = _assert_error_shape(api_client.get("/api/v1/me/"), 403)
+def test_401_with_www_authenticate_without_a_session_or_key(api_client):
+    response = api_client.get("/api/v1/me/")
+    error = _assert_error_shape(response, 401)
     assert error["code"] == "not_authenticated"
+    assert response["WWW-Authenticate"] == 'Bearer realm="tandem"'
 
 
 def test_403_names_the_role_needed(api_client, viewer):

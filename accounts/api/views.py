@@ -16,6 +16,7 @@ from accounts.models import User
 from accounts.roles import Role
 from accounts.selectors import user_list
 from controlplane.client_ip import client_ip
+from keys.scopes import ANY_SCOPE, Scope
 
 
 class UserViewSet(
@@ -32,6 +33,7 @@ class UserViewSet(
     filterset_class = UserFilterSet
     write_role = Role.ADMIN
     action_roles = {"list": Role.ADMIN, "retrieve": Role.ADMIN}
+    required_scopes = {"read": Scope.USERS_ADMIN, "write": Scope.USERS_ADMIN}
 
     def get_queryset(self) -> QuerySet[User]:
         return user_list()
@@ -64,6 +66,8 @@ class UserViewSet(
 
 class MeView(APIView):
     """The user behind this session or key, with what their role allows."""
+
+    required_scopes = {"read": ANY_SCOPE}
 
     @extend_schema(responses=MeSerializer)
     def get(self, request: Request) -> Response:

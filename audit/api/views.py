@@ -7,6 +7,7 @@ from audit.api.serializers import AuditEventSerializer
 from audit.filtersets import AuditEventFilterSet
 from audit.models import AuditEvent
 from audit.selectors import audit_event_list
+from keys.scopes import Scope
 
 
 class AuditEventViewSet(viewsets.ReadOnlyModelViewSet[AuditEvent]):
@@ -14,6 +15,7 @@ class AuditEventViewSet(viewsets.ReadOnlyModelViewSet[AuditEvent]):
 
     serializer_class = AuditEventSerializer
     filterset_class = AuditEventFilterSet
+    required_scopes = {"read": Scope.AUDIT_READ}
 
     def get_queryset(self) -> QuerySet[AuditEvent]:
         return audit_event_list()

@@ -24,6 +24,7 @@ from clusters.api.serializers import (
 from clusters.filtersets import ClusterFilterSet
 from clusters.models import Cluster
 from controlplane.client_ip import client_ip
+from keys.scopes import Scope
 
 _CREDENTIALS = ("kubeconfig", "server", "token", "ca_bundle")
 
@@ -42,6 +43,11 @@ class ClusterViewSet(
     filterset_class = ClusterFilterSet
     write_role = Role.ADMIN
     action_roles = {"test_connection": Role.OPERATOR}
+    required_scopes = {
+        "read": Scope.CLUSTERS_READ,
+        "write": Scope.CLUSTERS_WRITE,
+        "test_connection": Scope.CLUSTERS_READ,
+    }
 
     def get_queryset(self) -> QuerySet[Cluster]:
         return selectors.cluster_list()

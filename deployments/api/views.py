@@ -27,12 +27,15 @@ from deployments.api.serializers import (
 )
 from deployments.filtersets import DeploymentFilterSet
 from deployments.models import Deployment, DeployPolicy
+from keys.scopes import Scope
 from topologies import selectors as topology_selectors
 from topologies.models import Revision, Topology
 
 
 class DeploymentList(ListAPIView[Deployment]):
     """Deployments, newest first; filter by topology, state, kind or active."""
+
+    required_scopes = {"read": Scope.TOPOLOGIES_READ}
 
     serializer_class = DeploymentSerializer
     filterset_class = DeploymentFilterSet
@@ -44,6 +47,8 @@ class DeploymentList(ListAPIView[Deployment]):
 class DeploymentDetail(RetrieveAPIView[Deployment]):
     """One deployment with its step log."""
 
+    required_scopes = {"read": Scope.TOPOLOGIES_READ}
+
     serializer_class = DeploymentDetailSerializer
 
     def get_queryset(self) -> Any:
@@ -51,6 +56,7 @@ class DeploymentDetail(RetrieveAPIView[Deployment]):
 
 
 class _TopologyAction(GenericAPIView[Topology]):
+    required_scopes = {"write": Scope.DEPLOY}
     write_role = Role.OPERATOR
     input_serializer: type[Serializer[Any]] | None = None
 
@@ -143,6 +149,8 @@ class TopologyReapply(_TopologyAction):
 class DeploymentCancel(GenericAPIView[Deployment]):
     """Stop a running deployment; it rolls back to the last good revision."""
 
+    required_scopes = {"write": Scope.DEPLOY}
+
     write_role = Role.OPERATOR
 
     def get_queryset(self) -> Any:
@@ -159,6 +167,8 @@ class DeploymentCancel(GenericAPIView[Deployment]):
 @extend_schema(request=DeployPolicySerializer, responses={200: DeployPolicySerializer})
 class TopologyDeployPolicy(GenericAPIView[DeployPolicy]):
     """The topology's ready timeout and automatic rollback (null fields use the environment's defaults)."""
+
+    required_scopes = {"read": Scope.TOPOLOGIES_READ, "write": Scope.DEPLOY}
 
     serializer_class = DeployPolicySerializer
     write_role = Role.OPERATOR

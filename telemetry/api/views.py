@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.api.errors import DomainError
+from keys.scopes import Scope
 from telemetry import selectors
 from telemetry.api.serializers import (
     HistoryQuerySerializer,
@@ -31,6 +32,8 @@ def _topology(pk: int) -> Topology:
 
 
 class TopologyMetricsView(APIView):
+    required_scopes = {"read": Scope.TELEMETRY_READ}
+
     @extend_schema(
         operation_id="topology_metrics_history",
         summary="Metric history of a topology",
@@ -65,6 +68,8 @@ class TopologyMetricsView(APIView):
 
 
 class TopologyLatestMetricsView(APIView):
+    required_scopes = {"read": Scope.TELEMETRY_READ}
+
     @extend_schema(
         operation_id="topology_metrics_latest",
         summary="Latest telemetry snapshot of a topology",
@@ -86,6 +91,7 @@ class TopologyLatestMetricsView(APIView):
 
 
 class TopologyAlertList(generics.ListAPIView[TelemetryAlert]):
+    required_scopes = {"read": Scope.TELEMETRY_READ}
     serializer_class = TelemetryAlertSerializer
     filterset_class = TelemetryAlertFilterSet
 

@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 from accounts.roles import Role
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
+from keys.scopes import Scope
 from topologies import selectors, services
 from topologies.api.serializers import (
     DiffQuerySerializer,
@@ -70,6 +71,12 @@ class TopologyViewSet(
     filterset_class = TopologyFilterSet
     write_role = Role.OPERATOR
     action_roles = {"preflight": Role.VIEWER, "preflight_spec": Role.VIEWER}
+    required_scopes = {
+        "read": Scope.TOPOLOGIES_READ,
+        "write": Scope.TOPOLOGIES_WRITE,
+        "preflight": Scope.TOPOLOGIES_READ,
+        "preflight_spec": Scope.TOPOLOGIES_READ,
+    }
 
     def get_queryset(self) -> QuerySet[Topology]:
         return selectors.topology_list()
@@ -167,6 +174,8 @@ def _revision(topology: Topology, number: int, *, field: str) -> Revision:
 class RevisionList(APIView):
     """Revisions of one topology, newest first."""
 
+    required_scopes = {"read": Scope.TOPOLOGIES_READ}
+
     @extend_schema(responses={200: RevisionListSerializer(many=True)})
     def get(self, request: Request, pk: int) -> Response:
         revisions = selectors.topology_revisions(_topology(pk))
@@ -176,6 +185,8 @@ class RevisionList(APIView):
 class RevisionDetail(APIView):
     """One revision with its spec snapshot and rendered manifests."""
 
+    required_scopes = {"read": Scope.TOPOLOGIES_READ}
+
     @extend_schema(responses={200: RevisionSerializer})
     def get(self, request: Request, pk: int, number: int) -> Response:
         revision = _revision(_topology(pk), number, field="number")
@@ -184,6 +195,8 @@ class RevisionDetail(APIView):
 
 class RevisionDiff(APIView):
     """Unified diff of two revisions' manifests (YAML, stable key order)."""
+
+    required_scopes = {"read": Scope.TOPOLOGIES_READ}
 
     @extend_schema(
         parameters=[OpenApiParameter("from", int, required=True), OpenApiParameter("to", int, required=True)],
