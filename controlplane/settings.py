@@ -291,6 +291,10 @@ SPECTACULAR_SETTINGS = {
         "DeploymentStateEnum": "deployments.models.State",
         "DeploymentKindEnum": "deployments.models.Kind",
         "TelemetryEventKindEnum": "telemetry.snapshot.EVENT_KINDS",
+        "KeyKindEnum": "keys.purposes.Kind",
+        "KeyScopeEnum": "keys.scopes.Scope",
+        "KeyStatusEnum": "keys.models.Status",
+        "KeyPurposeEnum": "keys.models.PURPOSE_CHOICES",
     },
 }
 
