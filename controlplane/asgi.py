@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
@@ -22,10 +23,21 @@ from channels.routing import ProtocolTypeRouter, URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
 
 from controlplane.routing import websocket_urlpatterns
+from gateway.app import application as gateway_app
+
+
+async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """The gateway's lean path for /v1/ (no Django middleware), Django for everything else."""
+    path: str = scope["path"]
+    if path == "/v1" or path.startswith("/v1/"):
+        await gateway_app(scope, receive, send)
+    else:
+        await django_asgi_app(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http,
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -74,6 +74,8 @@ API_KEY_PEPPER = hashlib.sha256((_API_KEY_PEPPER or f"tandem-api-key-pepper:{SEC
 API_KEY_ROTATION_GRACE_SECONDS = env_int("API_KEY_ROTATION_GRACE_SECONDS", 86400, minimum=0)
 # Deadline of the key limit check's Redis round trip: a hung Redis fails the request fast (503).
 KEYS_REDIS_TIMEOUT_SECONDS = env_int("KEYS_REDIS_TIMEOUT_MS", 500, minimum=10) / 1000
+# The gateway refuses request bodies larger than this (413).
+GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_MB", 16, minimum=1) * 1024 * 1024
 # Failed key authentications per source address and minute before that address is refused outright.
 API_KEY_FAILURE_LIMIT = env_int("API_KEY_FAILURE_LIMIT", 60, minimum=1)
 

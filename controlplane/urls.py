@@ -14,6 +14,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("", include("deployments.api.urls")),
     path("", include("telemetry.api.urls")),
     path("", include("keys.api.urls")),
+    path("", include("gateway.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api:schema"), name="docs"),
 ]
@@ -29,7 +30,6 @@ urlpatterns = [
     path("deployments/", include("deployments.urls")),
     path("telemetry/", include("telemetry.urls")),
     path("keys/", include("keys.urls")),
-    path("v1/", include("gateway.urls")),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
 ]

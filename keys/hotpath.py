@@ -119,7 +119,7 @@ def lookup(token: str) -> KeyRecord | None:
     return record
 
 
-def _refuse_unusable(record: KeyRecord, *, kind: str, source_ip: str | None, now: datetime) -> None:
+def refuse_unusable(record: KeyRecord, *, kind: str, source_ip: str | None, now: datetime) -> None:
     if record.revoked_at is not None:
         raise KeyRefused(
             401,
@@ -173,20 +173,48 @@ def _refuse_unusable(record: KeyRecord, *, kind: str, source_ip: str | None, now
         )
 
 
-def authenticate(raw: str, *, kind: str, source_ip: str | None) -> Grant:
-    """Check a bare token (already taken out of its header). Raises :class:`KeyRefused`."""
+UNKNOWN = "This API key is not valid. Check that you copied the whole key."
+
+
+def parse_or_refuse(raw: str) -> tokens.Parsed:
     try:
-        parsed = tokens.parse(raw)
+        return tokens.parse(raw)
     except tokens.TokenFormatError as error:
         raise KeyRefused(401, error.code, error.hint) from None
+
+
+def over_limit(outcome: limits.OverLimit, record: KeyRecord) -> KeyRefused:
+    return KeyRefused(
+        429,
+        "limit_exceeded",
+        f"Over this key's {outcome.limit.replace('_', ' ')} limit ({outcome.allowed}); "
+        f"it resets at {outcome.resets_at.isoformat()}.",
+        retry_after=outcome.retry_after,
+        record=record,
+        detail={
+            "limit": outcome.limit,
+            "allowed": outcome.allowed,
+            "used": outcome.used,
+            "resets_at": outcome.resets_at.isoformat(),
+        },
+    )
+
+
+def still_changing() -> KeyRefused:
+    return KeyRefused(
+        503, "key_changing", "This key is being changed right now; retry in a moment.", retry_after=1
+    )
+
+
+def authenticate(raw: str, *, kind: str, source_ip: str | None) -> Grant:
+    """Check a bare token (already taken out of its header). Raises :class:`KeyRefused`."""
+    parsed = parse_or_refuse(raw)
     record = lookup(parsed.token)
     if record is None:
-        raise KeyRefused(
-            401, "key_unknown", "This API key is not valid. Check that you copied the whole key."
-        )
+        raise KeyRefused(401, "key_unknown", UNKNOWN)
     for _attempt in range(3):
         now = limits.now_utc()
-        _refuse_unusable(record, kind=kind, source_ip=source_ip, now=now)
+        refuse_unusable(record, kind=kind, source_ip=source_ip, now=now)
         outcome = limits.acquire(record, slot=uuid.uuid4().hex, source_ip=source_ip, now=now)
         if isinstance(outcome, limits.Stale):
             digest = tokens.digest(parsed.token, pepper())
@@ -195,27 +223,10 @@ def authenticate(raw: str, *, kind: str, source_ip: str | None) -> Grant:
             fresh = key_record_for_digest(digest=digest, generation=outcome.generation)
             cache.put(digest, fresh)
             if fresh is None:
-                raise KeyRefused(
-                    401, "key_unknown", "This API key is not valid. Check that you copied the whole key."
-                )
+                raise KeyRefused(401, "key_unknown", UNKNOWN)
             record = fresh
             continue
         if isinstance(outcome, limits.OverLimit):
-            raise KeyRefused(
-                429,
-                "limit_exceeded",
-                f"Over this key's {outcome.limit.replace('_', ' ')} limit ({outcome.allowed}); "
-                f"it resets at {outcome.resets_at.isoformat()}.",
-                retry_after=outcome.retry_after,
-                record=record,
-                detail={
-                    "limit": outcome.limit,
-                    "allowed": outcome.allowed,
-                    "used": outcome.used,
-                    "resets_at": outcome.resets_at.isoformat(),
-                },
-            )
+            raise over_limit(outcome, record)
         return Grant(record=record, slot=outcome.slot, crossed=outcome.crossed)
-    raise KeyRefused(
-        503, "key_changing", "This key is being changed right now; retry in a moment.", retry_after=1
-    )
+    raise still_changing()

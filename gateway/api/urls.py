@@ -1,6 +1,19 @@
 from __future__ import annotations
 
-from rest_framework.routers import DefaultRouter
+from django.urls import path
 
-router = DefaultRouter(trailing_slash=True)
-urlpatterns = router.urls
+from gateway.api import views
+
+urlpatterns = [
+    path("topologies/<int:pk>/gateway/", views.TopologyGatewayRoute.as_view(), name="topology-gateway"),
+    path(
+        "topologies/<int:pk>/gateway/requests/",
+        views.TopologyGatewayRequests.as_view(),
+        name="topology-gateway-requests",
+    ),
+    path(
+        "topologies/<int:pk>/gateway/breaker/",
+        views.TopologyBreakerEvents.as_view(),
+        name="topology-gateway-breaker",
+    ),
+]

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import extend_schema
+from rest_framework.generics import GenericAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounts.roles import Role
+from controlplane.client_ip import client_ip
+from gateway import selectors, services
+from gateway.api.serializers import BreakerEventSerializer, GatewayRequestSerializer, RouteSerializer
+from gateway.models import BreakerEvent, GatewayRequest, Route
+from keys.scopes import Scope
+from topologies import selectors as topology_selectors
+
+
+class TopologyGatewayRoute(GenericAPIView[Route]):
+    """How the gateway reaches this topology: serving endpoint, model aliases and fallback upstream."""
+
+    required_scopes = {"read": Scope.TOPOLOGIES_READ, "write": Scope.TOPOLOGIES_WRITE}
+    serializer_class = RouteSerializer
+    write_role = Role.OPERATOR
+
+    def get_queryset(self) -> Any:
+        return topology_selectors.topology_list()
+
+    def get(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        route, _ = Route.objects.get_or_create(topology=topology)
+        return Response(RouteSerializer(route).data)
+
+    @extend_schema(request=RouteSerializer, responses=RouteSerializer)
+    def patch(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        data = RouteSerializer(data=request.data, partial=True)
+        data.is_valid(raise_exception=True)
+        route = services.route_update(
+            topology=topology,
+            changes=dict(data.validated_data),
+            actor=request.user,
+            source_ip=client_ip(request),
+        )
+        return Response(RouteSerializer(route).data)
+
+
+class TopologyGatewayRequests(GenericAPIView[GatewayRequest]):
+    """The latest requests through the gateway to this topology, and its breaker's changes."""
+
+    required_scopes = {"read": Scope.TELEMETRY_READ}
+    serializer_class = GatewayRequestSerializer
+
+    def get_queryset(self) -> Any:
+        return topology_selectors.topology_list()
+
+    @extend_schema(responses=GatewayRequestSerializer(many=True))
+    def get(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        return Response(
+            GatewayRequestSerializer(selectors.recent_requests(topology_id=topology.pk), many=True).data
+        )
+
+
+class TopologyBreakerEvents(GenericAPIView[BreakerEvent]):
+    required_scopes = {"read": Scope.TELEMETRY_READ}
+    serializer_class = BreakerEventSerializer
+
+    def get_queryset(self) -> Any:
+        return topology_selectors.topology_list()
+
+    @extend_schema(responses=BreakerEventSerializer(many=True))
+    def get(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        return Response(
+            BreakerEventSerializer(selectors.breaker_events(topology_id=topology.pk), many=True).data
+        )

@@ -1,0 +1,245 @@
+"""The OpenAI-compatible gateway: a lean ASGI app under /v1/, outside Django's middleware stack.
+
+Per request: the key from memory and one Redis round trip for its limits (keys.hotpath_async),
+the route from memory (gateway.routes), one pooled keep-alive connection to the cluster's serving
+endpoint, the answer's bytes passed through as they arrive, and the record written later in a
+batch (gateway.recorder). No database query on the request path once keys and routes are warm.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+
+from controlplane.client_ip import resolve_client_ip
+from gateway import anthropic, dispatch
+from gateway.errors import GatewayError, anthropic_body, openai_body
+from gateway.recorder import RequestRecord, recorder
+from gateway.routes import RouteEntry, RouteTable, current
+from keys import tokens
+from keys.hotpath import KeyRefused
+from keys.hotpath_async import AsyncGrant, authenticate
+from keys.scopes import Scope
+
+logger = logging.getLogger(__name__)
+Scope_ = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+JSON = [(b"content-type", b"application/json")]
+CHAT, COMPLETIONS, MESSAGES, MODELS = "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/models"
+
+
+def _header(scope: Scope_, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+def _token(scope: Scope_) -> str:
+    """The key from `Authorization: Bearer` (OpenAI clients, Claude Code) or `x-api-key` (Anthropic SDK)."""
+    header = _header(scope, b"authorization")
+    if header is None:
+        api_key = _header(scope, b"x-api-key")
+        if api_key is not None:
+            return api_key
+        raise GatewayError(
+            401, "missing_api_key", "No API key: send `Authorization: Bearer tdm_i_...` (or `x-api-key`)."
+        )
+    scheme, _, rest = header.partition(" ")
+    if header.strip().startswith(tokens.PREFIX):
+        raise GatewayError(
+            401,
+            "bearer_missing",
+            "The Authorization header lacks the word Bearer: `Authorization: Bearer tdm_i_...`.",
+        )
+    if scheme.lower() != "bearer" or not rest:
+        raise GatewayError(401, "invalid_authorization", "Send the key as `Authorization: Bearer tdm_i_...`.")
+    return rest
+
+
+def _source_ip(scope: Scope_) -> str | None:
+    client = scope.get("client") or (None, None)
+    return resolve_client_ip(client[0], _header(scope, b"x-forwarded-for"), list(settings.TRUSTED_PROXIES))
+
+
+async def _read_body(receive: Receive) -> bytes:
+    limit = settings.GATEWAY_MAX_BODY_BYTES
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ConnectionResetError("client went away")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise GatewayError(413, "request_too_large", f"The request body is over {limit // 1048576} MiB.")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _parse(body: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):
+        raise GatewayError(400, "invalid_json", "The body is not valid JSON.") from None
+    if not isinstance(parsed, dict):
+        raise GatewayError(
+            400, "invalid_request", "The body must be a JSON object with `model` and the request."
+        )
+    model = parsed.get("model")
+    if not isinstance(model, str) or not model:
+        raise GatewayError(
+            400, "missing_model", "Say which model to use: `model` is required.", param="model"
+        )
+    return parsed
+
+
+def _visible(table: RouteTable, grant: AsyncGrant) -> list[RouteEntry]:
+    return [entry for entry in table.entries() if entry.allowed_by(grant.record.allowed_models)]
+
+
+def _route(table: RouteTable, grant: AsyncGrant, model: str) -> RouteEntry:
+    entry = table.by_name.get(model)
+    if entry is None:
+        names = ", ".join(n for e in _visible(table, grant) for n in e.names) or "none"
+        raise GatewayError(
+            404, "model_not_found", f"No model {model!r} here. Models for this key: {names}.", param="model"
+        )
+    if not entry.allowed_by(grant.record.allowed_models):
+        allowed = ", ".join(grant.record.allowed_models)
+        raise GatewayError(
+            403,
+            "model_not_allowed",
+            f"This key may not call {entry.model!r}; it may call: {allowed}.",
+            param="model",
+        )
+    return entry
+
+
+def _refusal(error: KeyRefused) -> GatewayError:
+    headers = {"retry-after": str(error.retry_after)} if error.retry_after else {}
+    code = error.code
+    if error.status == 429 and str(error.detail.get("limit", "")).endswith(("_day", "_month")):
+        code = "insufficient_quota"
+    return GatewayError(error.status, code, error.message, headers=headers)
+
+
+async def _send_error(send: Send, error: GatewayError, *, messages_api: bool) -> None:
+    body = anthropic_body(error) if messages_api else openai_body(error)
+    headers = [*JSON, *[(k.encode(), v.encode()) for k, v in error.headers.items()]]
+    if error.status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="tandem"'))
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def application(scope: Scope_, receive: Receive, send: Send) -> None:
+    if scope["type"] != "http":
+        return
+    path = scope["path"].rstrip("/") or "/"
+    method = scope["method"]
+    messages_api = path == MESSAGES
+    started = time.monotonic()
+    outcome = dispatch.Outcome()
+    grant: AsyncGrant | None = None
+    try:
+        known = {MODELS: "GET", CHAT: "POST", COMPLETIONS: "POST", MESSAGES: "POST"}
+        if path not in known:
+            raise GatewayError(
+                404, "unknown_endpoint", f"No endpoint {path}; this gateway serves {', '.join(known)}."
+            )
+        if method != known[path]:
+            raise GatewayError(405, "method_not_allowed", f"{path} takes {known[path]}.")
+        token = _token(scope)
+        source_ip = _source_ip(scope)
+        try:
+            grant = await authenticate(token, kind="inference", source_ip=source_ip)
+        except KeyRefused as refused:
+            dispatch.record_auth_failure(refused, source_ip=source_ip, path=path, token=token)
+            raise _refusal(refused) from None
+        if Scope.INFERENCE not in grant.record.scopes:
+            raise GatewayError(403, "missing_scope", "This key lacks the `inference` scope.")
+        table = await current()
+        if path == MODELS:
+            await _send_models(send, _visible(table, grant))
+            outcome.status = 200
+            return
+        request = _parse(await _read_body(receive))
+        outcome.model = str(request["model"])
+        entry = _route(table, grant, outcome.model)
+        outcome.entry = entry
+        if messages_api:
+            await anthropic.serve(request, entry, send, outcome)
+        else:
+            await dispatch.serve(path, request, entry, send, outcome)
+    except GatewayError as error:
+        outcome.status = error.status
+        outcome.error_code = error.code
+        if not outcome.started:
+            await _send_error(send, error, messages_api=messages_api)
+    except (ConnectionResetError, OSError):
+        outcome.status = 499
+        outcome.error_code = "client_gone"
+    except Exception:  # an upstream answer we could not relay: say so in the caller's format
+        logger.exception("gateway request to %s failed", path)
+        outcome.status = 502
+        outcome.error_code = "gateway_error"
+        error = GatewayError(
+            502, "gateway_error", "The gateway could not relay the upstream's answer; retry."
+        )
+        if not outcome.started:
+            await _send_error(send, error, messages_api=messages_api)
+        else:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+    finally:
+        if grant is not None:
+            await _finish(grant, outcome, path, started)
+
+
+async def _send_models(send: Send, entries: list[RouteEntry]) -> None:
+    created = int(time.time())
+    data = [
+        {"id": name, "object": "model", "created": created, "owned_by": f"tandem:{entry.topology_name}"}
+        for entry in entries
+        for name in entry.names
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": JSON})
+    await send({"type": "http.response.body", "body": json.dumps({"object": "list", "data": data}).encode()})
+
+
+async def _finish(grant: AsyncGrant, outcome: dispatch.Outcome, path: str, started: float) -> None:
+    try:
+        crossed = await grant.settle(tokens_used=outcome.prompt_tokens + outcome.completion_tokens)
+    except Exception:
+        logger.warning("could not settle a gateway request's key usage")
+        crossed = ()
+    if crossed:
+        dispatch.queue_budget_alerts(grant.record.key_id, crossed)
+    if path == MODELS:
+        return
+    recorder().add(
+        RequestRecord(
+            created=datetime.now(UTC),
+            key_id=grant.record.key_id,
+            model=outcome.model[:256],
+            topology_id=outcome.entry.topology_id if outcome.entry else None,
+            endpoint=path.removeprefix("/v1/"),
+            backend=outcome.backend,
+            status=outcome.status,
+            error_code=outcome.error_code,
+            stream=outcome.stream,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens,
+            ttft_ms=outcome.ttft_ms,
+            latency_ms=(time.monotonic() - started) * 1000,
+        )
+    )

@@ -1,0 +1,270 @@
+"""Send a request to the topology's cluster, or to its fallback, and pass the answer through.
+
+Fallback is used on a connect error, a timeout before the first byte, a 5xx and (if configured) a
+429 from the cluster, never after the first byte reached the client. A circuit breaker per topology
+keeps a dead cluster from being tried on every request. Every answer says who served it in
+``x-tandem-backend``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from asgiref.sync import sync_to_async
+
+from gateway import upstream
+from gateway.breaker import Breaker
+from gateway.errors import GatewayError
+from gateway.recorder import BreakerRecord, recorder
+from gateway.routes import RouteEntry
+from gateway.sse import SseReader, StreamStats, event_data, inspect_chunk
+from keys import tokens
+from keys.hotpath import KeyRefused
+
+logger = logging.getLogger(__name__)
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+PASSED_HEADERS = ("content-type", "retry-after", "x-request-id")
+
+
+@dataclass
+class Outcome:
+    model: str = ""
+    entry: RouteEntry | None = None
+    backend: str = "none"
+    status: int = 0
+    error_code: str = ""
+    stream: bool = False
+    started: bool = False  # the response start went to the client: no error body, no fallback now
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    ttft_ms: float | None = None
+
+
+_breakers: dict[int, Breaker] = {}
+
+
+def breaker_for(entry: RouteEntry) -> Breaker:
+    found = _breakers.get(entry.topology_id)
+    if found is None:
+        found = Breaker(failures_to_open=entry.breaker_failures, open_seconds=entry.breaker_open_seconds)
+        _breakers[entry.topology_id] = found
+    found.failures_to_open = entry.breaker_failures
+    found.open_seconds = entry.breaker_open_seconds
+    return found
+
+
+def _note(entry: RouteEntry, state: str | None, reason: str) -> None:
+    if state is not None:
+        logger.warning("gateway breaker of topology %s is %s: %s", entry.topology_name, state, reason)
+        recorder().breaker(BreakerRecord(topology_id=entry.topology_id, state=state, reason=reason))
+
+
+@dataclass
+class Upstream:
+    url: str
+    body: bytes
+    headers: dict[str, str]
+    backend: str
+
+
+def _cluster_call(path: str, request: dict[str, Any], entry: RouteEntry) -> Upstream:
+    body = {**request, "model": entry.model}
+    return Upstream(f"{entry.endpoint}{path}", json.dumps(body).encode(), {}, "cluster")
+
+
+def _fallback_call(path: str, request: dict[str, Any], entry: RouteEntry) -> Upstream:
+    assert entry.fallback is not None
+    body = {**request, "model": entry.fallback.model}
+    headers = {"Authorization": f"Bearer {entry.fallback.api_key}"} if entry.fallback.api_key else {}
+    return Upstream(
+        f"{entry.fallback.base_url}{path.removeprefix('/v1')}", json.dumps(body).encode(), headers, "fallback"
+    )
+
+
+async def open_answer(
+    path: str, request: dict[str, Any], entry: RouteEntry, outcome: Outcome
+) -> aiohttp.ClientResponse:
+    """The upstream response (headers in) from the cluster, or the fallback when the cluster fails."""
+    breaker = breaker_for(entry)
+    reason = ""
+    if entry.endpoint:
+        allowed, changed = breaker.allow(time.monotonic())
+        _note(entry, changed, "trying the cluster again")
+        if allowed:
+            call = _cluster_call(path, request, entry)
+            try:
+                response = await upstream.post(
+                    call.url, call.body, headers=call.headers, first_byte_timeout=entry.timeout
+                )
+            except upstream.UpstreamFailed as failed:
+                reason = failed.reason
+            else:
+                retryable = response.status >= 500 or (
+                    response.status == 429 and entry.fallback is not None and entry.fallback.on_429
+                )
+                if not retryable:
+                    _note(entry, breaker.success(), "the cluster answered")
+                    outcome.backend = "cluster"
+                    return response
+                reason = f"the cluster answered {response.status}"
+                if entry.fallback is None:
+                    _note(entry, breaker.failure(time.monotonic(), reason), reason)
+                    outcome.backend = "cluster"
+                    return response  # no fallback: the caller gets the cluster's own error
+                response.release()
+            _note(entry, breaker.failure(time.monotonic(), reason), reason)
+        else:
+            reason = f"the cluster is skipped for now (circuit open: {breaker.last_reason})"
+    else:
+        reason = "no serving endpoint is known for this topology yet"
+    if entry.fallback is None:
+        raise GatewayError(
+            503,
+            "cluster_unavailable",
+            f"Topology {entry.topology_name} cannot serve {entry.model}: {reason}, and it has no fallback. "
+            "Configure a fallback upstream on the topology's gateway settings, or fix the cluster.",
+            headers={"retry-after": "5"},
+        )
+    call = _fallback_call(path, request, entry)
+    try:
+        response = await upstream.post(
+            call.url, call.body, headers=call.headers, first_byte_timeout=entry.timeout
+        )
+    except upstream.UpstreamFailed as failed:
+        raise GatewayError(
+            503,
+            "all_backends_down",
+            f"Topology {entry.topology_name} is unavailable ({reason}) "
+            f"and its fallback too ({failed.reason}).",
+            headers={"retry-after": "5"},
+        ) from None
+    if response.status in (401, 403):
+        response.release()
+        raise GatewayError(
+            502,
+            "fallback_rejected_key",
+            f"The cluster is unavailable ({reason}) and the fallback upstream refused Tandem's key for it "
+            f"({response.status}); update the fallback key on the topology's gateway settings.",
+        )
+    outcome.backend = "fallback"
+    return response
+
+
+def _start(response: aiohttp.ClientResponse, outcome: Outcome) -> dict[str, Any]:
+    headers = [
+        (name.encode(), response.headers[name].encode())
+        for name in PASSED_HEADERS
+        if name in response.headers
+    ]
+    headers.append((b"x-tandem-backend", outcome.backend.encode()))
+    if outcome.entry is not None:
+        headers.append((b"x-tandem-topology", outcome.entry.topology_name.encode()))
+    if outcome.stream:
+        headers.append((b"cache-control", b"no-cache"))
+    return {"type": "http.response.start", "status": response.status, "headers": headers}
+
+
+def _count_usage(body: bytes, outcome: Outcome) -> None:
+    try:
+        usage = json.loads(body).get("usage") or {}
+    except (ValueError, AttributeError, RecursionError):
+        return
+    if isinstance(usage, dict):
+        outcome.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        outcome.completion_tokens = int(usage.get("completion_tokens") or 0)
+
+
+async def serve(path: str, request: dict[str, Any], entry: RouteEntry, send: Send, outcome: Outcome) -> None:
+    """OpenAI chat/completions: the answer passed through byte for byte (streams event by event)."""
+    started = time.monotonic()
+    outcome.stream = bool(request.get("stream"))
+    client_wants_usage = True
+    if outcome.stream:
+        options = request.get("stream_options")
+        client_wants_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        request = {
+            **request,
+            "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True},
+        }
+    response = await open_answer(path, request, entry, outcome)
+    outcome.status = response.status
+    try:
+        if not outcome.stream or response.status != 200:
+            body = await response.content.read(MAX_ANSWER_BYTES)
+            outcome.ttft_ms = (time.monotonic() - started) * 1000
+            _count_usage(body, outcome)
+            outcome.started = True
+            await send(_start(response, outcome))
+            await send({"type": "http.response.body", "body": body})
+            return
+        outcome.started = True
+        await send(_start(response, outcome))
+        await relay_stream(response, send, outcome, started=started, drop_usage_chunk=not client_wants_usage)
+    finally:
+        response.release()
+
+
+async def relay_stream(
+    response: aiohttp.ClientResponse, send: Send, outcome: Outcome, *, started: float, drop_usage_chunk: bool
+) -> None:
+    reader = SseReader()
+    stats = StreamStats()
+    async for chunk in response.content.iter_any():
+        out = []
+        for event in reader.feed(chunk):
+            data = event_data(event)
+            if data is not None:
+                usage_only, _ = inspect_chunk(data, stats)
+                if stats.first_content and outcome.ttft_ms is None:
+                    outcome.ttft_ms = (time.monotonic() - started) * 1000
+                if usage_only and drop_usage_chunk:
+                    continue
+            out.append(event)
+        if out:
+            await send({"type": "http.response.body", "body": b"".join(out), "more_body": True})
+    await send({"type": "http.response.body", "body": reader.rest(), "more_body": False})
+    outcome.prompt_tokens, outcome.completion_tokens = stats.prompt_tokens, stats.completion_tokens
+
+
+def record_auth_failure(refused: KeyRefused, *, source_ip: str | None, path: str, token: str) -> None:
+    """Audit a refused key in the background; the answer does not wait for it."""
+    if refused.status not in (401, 403):
+        return
+    from keys.accounting import key_auth_failure_record
+
+    prefix = token.strip()[: tokens.DISPLAY_PREFIX_LENGTH] if token.strip().startswith(tokens.PREFIX) else ""
+    call = sync_to_async(key_auth_failure_record, thread_sensitive=False)
+    task = asyncio.get_running_loop().create_task(
+        call(
+            code=refused.code,
+            source_ip=source_ip,
+            path=path,
+            display_prefix=prefix,
+            key_id=refused.record.key_id if refused.record else None,
+        )
+    )
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+def queue_budget_alerts(key_id: str, crossed: tuple[str, ...]) -> None:
+    from keys.tasks import key_budget_alert
+
+    def enqueue() -> None:
+        for label in crossed:
+            key_budget_alert.delay(key_id, label)
+
+    task = asyncio.get_running_loop().create_task(sync_to_async(enqueue, thread_sensitive=False)())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+_background: set[asyncio.Task[Any]] = set()

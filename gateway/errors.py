@@ -1,0 +1,59 @@
+"""Error bodies in the callers' own formats: OpenAI's, and Anthropic's on /v1/messages (pure)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    502: "api_error",
+    503: "api_error",
+    504: "api_error",
+}
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    502: "api_error",
+    503: "overloaded_error",
+    504: "api_error",
+}
+
+
+@dataclass
+class GatewayError(Exception):
+    status: int
+    code: str
+    message: str
+    param: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def openai_body(error: GatewayError) -> bytes:
+    return json.dumps(
+        {
+            "error": {
+                "message": error.message,
+                "type": OPENAI_TYPES.get(error.status, "api_error"),
+                "param": error.param,
+                "code": error.code,
+            }
+        }
+    ).encode()
+
+
+def anthropic_body(error: GatewayError) -> bytes:
+    kind = ANTHROPIC_TYPES.get(error.status, "api_error")
+    return json.dumps({"type": "error", "error": {"type": kind, "message": error.message}}).encode()

@@ -1,0 +1,91 @@
+"""How the gateway reaches each topology, its fallback, and what it served."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from controlplane.crypto import EncryptedTextField
+
+
+class Backend(models.TextChoices):
+    CLUSTER = "cluster", "Cluster"
+    FALLBACK = "fallback", "Fallback"
+    NONE = "none", "Not dispatched"
+
+
+class BreakerState(models.TextChoices):
+    CLOSED = "closed", "Closed (cluster in use)"
+    OPEN = "open", "Open (cluster skipped)"
+    HALF_OPEN = "half_open", "Half-open (probing the cluster)"
+
+
+class Route(models.Model):
+    """The gateway's settings of one topology: where it serves, its aliases, and its fallback."""
+
+    topology = models.OneToOneField(
+        "topologies.Topology", on_delete=models.CASCADE, related_name="gateway_route"
+    )
+    aliases = models.JSONField(default=list, blank=True, help_text="Other model names clients may use.")
+    endpoint_url = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="The serving endpoint (router or Ingress URL); empty: discovered from the cluster.",
+    )
+    discovered_url = models.CharField(max_length=300, blank=True)
+    fallback_base_url = models.CharField(
+        max_length=300, blank=True, help_text="OpenAI-compatible, ending in /v1."
+    )
+    fallback_api_key = EncryptedTextField(blank=True, default="")
+    fallback_model = models.CharField(
+        max_length=256, blank=True, help_text="Model name at the fallback upstream."
+    )
+    fallback_on_429 = models.BooleanField(default=False)
+    timeout_seconds = models.PositiveIntegerField(default=60, help_text="Upstream wait for the first byte.")
+    breaker_failures = models.PositiveIntegerField(default=3, help_text="Consecutive failures that open it.")
+    breaker_open_seconds = models.PositiveIntegerField(default=15, help_text="How long it stays open.")
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"route of {self.topology_id}"
+
+
+class GatewayRequest(models.Model):
+    """One request through the gateway (no bodies, no headers): usage, latency and who served it."""
+
+    created = models.DateTimeField(db_index=True)
+    key_id = models.UUIDField(null=True, blank=True, db_index=True)
+    model = models.CharField(max_length=256)
+    topology = models.ForeignKey("topologies.Topology", null=True, blank=True, on_delete=models.SET_NULL)
+    endpoint = models.CharField(max_length=32)
+    backend = models.CharField(max_length=16, choices=Backend.choices)
+    status = models.PositiveSmallIntegerField()
+    error_code = models.CharField(max_length=64, blank=True)
+    stream = models.BooleanField(default=False)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    ttft_ms = models.FloatField(null=True, blank=True)
+    latency_ms = models.FloatField()
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [models.Index(fields=["topology", "-created"])]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.status} via {self.backend}"
+
+
+class BreakerEvent(models.Model):
+    """A change of a topology's circuit breaker, for the topology page and the overview."""
+
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    topology = models.ForeignKey(
+        "topologies.Topology", on_delete=models.CASCADE, related_name="breaker_events"
+    )
+    state = models.CharField(max_length=16, choices=BreakerState.choices)
+    reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.topology_id} {self.state}"

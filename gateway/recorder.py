@@ -1,0 +1,114 @@
+"""Per-request records and breaker changes, written in batches off the request path.
+
+Requests append to an in-process buffer; one task per event loop writes it every
+``FLUSH_SECONDS`` with one bulk insert (in a worker thread), so a request never waits on the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from asgiref.sync import sync_to_async
+
+logger = logging.getLogger(__name__)
+FLUSH_SECONDS = 1.0
+MAX_BUFFER = 50_000
+
+
+@dataclass
+class RequestRecord:
+    created: datetime
+    key_id: str | None
+    model: str
+    topology_id: int | None
+    endpoint: str
+    backend: str
+    status: int
+    error_code: str
+    stream: bool
+    prompt_tokens: int
+    completion_tokens: int
+    ttft_ms: float | None
+    latency_ms: float
+
+
+@dataclass
+class BreakerRecord:
+    topology_id: int
+    state: str
+    reason: str
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.requests: list[RequestRecord] = []
+        self.breakers: list[BreakerRecord] = []
+        self.task: asyncio.Task[None] | None = None
+
+    def add(self, record: RequestRecord) -> None:
+        if len(self.requests) < MAX_BUFFER:
+            self.requests.append(record)
+        self._ensure_task()
+
+    def breaker(self, record: BreakerRecord) -> None:
+        self.breakers.append(record)
+        self._ensure_task()
+
+    def _ensure_task(self) -> None:
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while self.requests or self.breakers:
+            await asyncio.sleep(FLUSH_SECONDS)
+            await self.flush()
+
+    async def flush(self) -> None:
+        requests, self.requests = self.requests, []
+        breakers, self.breakers = self.breakers, []
+        if not requests and not breakers:
+            return
+        try:
+            await sync_to_async(_write, thread_sensitive=False)(requests, breakers)
+        except Exception:
+            logger.exception("could not write %d gateway records", len(requests) + len(breakers))
+
+
+def _write(requests: list[RequestRecord], breakers: list[BreakerRecord]) -> None:
+    from django.db import close_old_connections
+
+    from gateway.models import BreakerEvent, GatewayRequest
+
+    close_old_connections()
+    if requests:
+        GatewayRequest.objects.bulk_create([GatewayRequest(**vars(r)) for r in requests])
+    for change in breakers:
+        BreakerEvent.objects.create(
+            topology_id=change.topology_id, state=change.state, reason=change.reason[:300]
+        )
+        from controlplane import broadcast
+
+        payload = {
+            "type": "gateway.breaker",
+            "topology": change.topology_id,
+            "state": change.state,
+            "reason": change.reason,
+        }
+        broadcast.send_now(broadcast.topology_group(change.topology_id), payload)
+        broadcast.send_now(broadcast.overview_group(), payload)
+
+
+_recorders: dict[int, Recorder] = {}
+
+
+def recorder() -> Recorder:
+    return _recorders.setdefault(id(asyncio.get_running_loop()), Recorder())
+
+
+async def flush_all() -> None:
+    with contextlib.suppress(RuntimeError):
+        await recorder().flush()

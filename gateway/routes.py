@@ -1,0 +1,102 @@
+"""Model name → topology route, held in memory and reloaded when a route or topology changes.
+
+Each process checks the routes' generation in Redis at most once a second (not per request) and
+reloads the table from the database in a worker thread when it changed; requests read the table
+from memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from keys import limits
+
+REFRESH_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Fallback:
+    base_url: str  # ends in /v1
+    api_key: str
+    model: str
+    on_429: bool
+
+
+@dataclass(frozen=True)
+class RouteEntry:
+    topology_id: int
+    topology_name: str
+    model: str  # the name the cluster serves
+    names: tuple[str, ...]  # the model and its aliases
+    endpoint: str  # the serving endpoint's root (no /v1), or "" when none is known
+    fallback: Fallback | None
+    timeout: float
+    breaker_failures: int
+    breaker_open_seconds: float
+
+    def allowed_by(self, allowed: tuple[str, ...]) -> bool:
+        """A key's allow-list names the model served, an alias or the topology."""
+        return not allowed or any(name in allowed for name in (*self.names, self.topology_name))
+
+
+@dataclass(frozen=True)
+class RouteTable:
+    by_name: dict[str, RouteEntry]
+    generation: str
+
+    def entries(self) -> list[RouteEntry]:
+        unique = {entry.topology_id: entry for entry in self.by_name.values()}
+        return sorted(unique.values(), key=lambda e: e.model)
+
+
+def generation_key() -> str:
+    return f"{settings.CACHES['default'].get('KEY_PREFIX', 'tandem')}:gateway:routes:gen"
+
+
+def bump() -> None:
+    import secrets
+
+    limits.client().set(generation_key(), secrets.token_hex(8))
+
+
+def load_table(generation: str) -> RouteTable:
+    from gateway.selectors import route_entries
+
+    by_name: dict[str, RouteEntry] = {}
+    for entry in route_entries():
+        for name in entry.names:
+            by_name.setdefault(name, entry)
+    return RouteTable(by_name=by_name, generation=generation)
+
+
+class _Holder:
+    def __init__(self) -> None:
+        self.table: RouteTable | None = None
+        self.checked = 0.0
+        self.lock = asyncio.Lock()
+
+
+_holders: dict[int, _Holder] = {}
+
+
+async def current() -> RouteTable:
+    from keys.hotpath_async import _client
+
+    holder = _holders.setdefault(id(asyncio.get_running_loop()), _Holder())
+    if holder.table is not None and time.monotonic() - holder.checked < REFRESH_SECONDS:
+        return holder.table
+    async with holder.lock:
+        if holder.table is not None and time.monotonic() - holder.checked < REFRESH_SECONDS:
+            return holder.table
+        client, _, _ = _client()
+        value = await client.get(generation_key())
+        generation = value.decode() if isinstance(value, bytes) else "none"
+        if holder.table is None or holder.table.generation != generation:
+            holder.table = await sync_to_async(load_table)(generation)
+        holder.checked = time.monotonic()
+        return holder.table

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from gateway.models import BreakerEvent, GatewayRequest, Route
+from gateway.routes import Fallback, RouteEntry
+
+
+def route_entries() -> list[RouteEntry]:
+    """Every topology the gateway can dispatch to: deployed ones, and any with a route configured."""
+    from django.db.models import Q
+
+    from topologies.models import Topology
+
+    topologies = Topology.objects.filter(Q(deployed_revision__isnull=False) | Q(gateway_route__isnull=False))
+    entries = []
+    for topology in topologies.select_related("gateway_route").order_by("id"):
+        route: Route | None = getattr(topology, "gateway_route", None)
+        fallback = None
+        if route is not None and route.fallback_base_url:
+            fallback = Fallback(
+                base_url=route.fallback_base_url.rstrip("/"),
+                api_key=route.fallback_api_key,
+                model=route.fallback_model or topology.model_name,
+                on_429=route.fallback_on_429,
+            )
+        aliases = tuple(route.aliases) if route is not None else ()
+        entries.append(
+            RouteEntry(
+                topology_id=topology.pk,
+                topology_name=topology.name,
+                model=topology.model_name,
+                names=(topology.model_name, *[a for a in aliases if a != topology.model_name]),
+                endpoint=((route.endpoint_url or route.discovered_url) if route is not None else "").rstrip(
+                    "/"
+                ),
+                fallback=fallback,
+                timeout=float(route.timeout_seconds if route is not None else 60),
+                breaker_failures=route.breaker_failures if route is not None else 3,
+                breaker_open_seconds=float(route.breaker_open_seconds if route is not None else 15),
+            )
+        )
+    return entries
+
+
+def recent_requests(*, topology_id: int, limit: int = 200) -> QuerySet[GatewayRequest]:
+    return GatewayRequest.objects.filter(topology_id=topology_id)[:limit]
+
+
+def breaker_events(*, topology_id: int, limit: int = 20) -> QuerySet[BreakerEvent]:
+    return BreakerEvent.objects.filter(topology_id=topology_id)[:limit]

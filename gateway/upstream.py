@@ -1,0 +1,60 @@
+"""The pooled keep-alive HTTP client to clusters and fallbacks (one per event loop)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+
+CONNECT_TIMEOUT = 3.0
+POOL_SIZE = 512
+_sessions: dict[int, aiohttp.ClientSession] = {}
+
+
+def session() -> aiohttp.ClientSession:
+    loop_id = id(asyncio.get_running_loop())
+    found = _sessions.get(loop_id)
+    if found is None or found.closed:
+        connector = aiohttp.TCPConnector(limit=POOL_SIZE, keepalive_timeout=60, ttl_dns_cache=30)
+        found = aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,
+            skip_auto_headers=("User-Agent",),
+            timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT),
+        )
+        _sessions[loop_id] = found
+    return found
+
+
+class UpstreamFailed(Exception):
+    """The upstream could not be used: not reached, timed out, or answered with a server error."""
+
+    def __init__(self, reason: str, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+async def post(
+    url: str, body: bytes, *, headers: dict[str, str], first_byte_timeout: float
+) -> aiohttp.ClientResponse:
+    """Send; return once the response headers arrived. Raises UpstreamFailed when it cannot be had."""
+    try:
+        return await session().post(
+            url,
+            data=body,
+            headers={"Content-Type": "application/json", **headers},
+            timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT, sock_read=first_byte_timeout),
+        )
+    except TimeoutError:
+        raise UpstreamFailed(f"no answer from {_host(url)} within {first_byte_timeout:.0f} s") from None
+    except aiohttp.ClientConnectorError as error:
+        raise UpstreamFailed(f"cannot connect to {_host(url)} ({error.os_error or error})") from None
+    except aiohttp.ClientError as error:
+        raise UpstreamFailed(f"{_host(url)} failed: {type(error).__name__}") from None
+
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url).netloc or url
