@@ -1,0 +1,145 @@
+"""The official anthropic SDK (as Claude Code uses the protocol) against the gateway."""
+
+from __future__ import annotations
+
+import anthropic
+import pytest
+
+from gateway import anthropic as translate
+from gateway.tests.conftest import MODEL
+
+
+def client(gw, secret=None):
+    return anthropic.Anthropic(base_url=gw.base, api_key=secret or gw.secret, max_retries=0, timeout=30)
+
+
+def test_messages_through_the_cluster(gateway):
+    raw = client(gateway).messages.with_raw_response.create(
+        model=MODEL, max_tokens=8, system="Be brief.", messages=[{"role": "user", "content": "Hello"}]
+    )
+    assert raw.headers["x-tandem-backend"] == "cluster"
+    message = raw.parse()
+    assert message.role == "assistant" and message.content[0].type == "text" and message.content[0].text
+    assert message.usage.output_tokens > 0 and message.stop_reason in ("end_turn", "max_tokens")
+
+
+def test_messages_stream(gateway):
+    with client(gateway).messages.stream(
+        model=MODEL, max_tokens=6, messages=[{"role": "user", "content": "Count"}]
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text and final.content[0].text == text
+    assert final.usage.output_tokens > 0
+
+
+def test_bearer_token_as_claude_code_sends_it(gateway):
+    c = anthropic.Anthropic(base_url=gateway.base, auth_token=gateway.secret, max_retries=0, timeout=30)
+    assert c.messages.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": "Hi"}]).content
+
+
+def test_errors_come_in_anthropics_format(gateway):
+    with pytest.raises(anthropic.NotFoundError) as caught:
+        client(gateway).messages.create(
+            model="claude-x", max_tokens=4, messages=[{"role": "user", "content": "x"}]
+        )
+    assert caught.value.body["error"]["type"] == "not_found_error"
+    with pytest.raises(anthropic.BadRequestError):
+        client(gateway).messages.create(
+            model=MODEL, max_tokens=0, messages=[{"role": "user", "content": "x"}]
+        )
+
+
+def test_tool_use_round_trip_translation():
+    request = {
+        "model": "m",
+        "max_tokens": 100,
+        "system": [{"type": "text", "text": "You are a coder."}],
+        "tools": [{"name": "read_file", "description": "Read", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "tool", "name": "read_file"},
+        "messages": [
+            {"role": "user", "content": "Open a.py"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {"path": "a.py"}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "print(1)"}],
+            },
+        ],
+    }
+    chat = translate.to_chat(request)
+    assert chat["messages"][0] == {"role": "system", "content": "You are a coder."}
+    assert chat["messages"][2]["tool_calls"][0]["function"] == {
+        "name": "read_file",
+        "arguments": '{"path": "a.py"}',
+    }
+    assert chat["messages"][3] == {"role": "tool", "tool_call_id": "t1", "content": "print(1)"}
+    assert chat["tool_choice"] == {"type": "function", "function": {"name": "read_file"}}
+    answer = {
+        "choices": [
+            {
+                "finish_reason": "tool_calls",
+                "message": {
+                    "content": None,
+                    "tool_calls": [
+                        {"id": "c9", "function": {"name": "read_file", "arguments": '{"path": "b.py"}'}}
+                    ],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 3},
+    }
+    message = translate.from_chat(answer, "m")
+    assert message["stop_reason"] == "tool_use"
+    assert message["content"] == [
+        {"type": "tool_use", "id": "c9", "name": "read_file", "input": {"path": "b.py"}}
+    ]
+    assert message["usage"] == {"input_tokens": 12, "output_tokens": 3}
+
+
+def test_stream_translation_of_tool_calls():
+    t = translate.StreamTranslator("m")
+    out = t.start()
+    out += t.chunk({"choices": [{"delta": {"content": "Let me look."}}]})
+    out += t.chunk(
+        {
+            "choices": [
+                {
+                    "delta": {
+                        "tool_calls": [
+                            {"index": 0, "id": "c1", "function": {"name": "ls", "arguments": '{"p'}}
+                        ]
+                    }
+                }
+            ]
+        }
+    )
+    out += t.chunk(
+        {
+            "choices": [
+                {
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '": 1}'}}]},
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        }
+    )
+    out += t.chunk({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 7}})
+    out += t.finish()
+    text = out.decode()
+    names = [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("event: ")]
+    assert names == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+    ]
+    assert '"stop_reason": "tool_use"' in text and '"output_tokens": 7' in text
