@@ -193,11 +193,11 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         logger.exception("gateway request to %s failed", path)
         outcome.status = 502
         outcome.error_code = "gateway_error"
-        error = GatewayError(
+        failure = GatewayError(
             502, "gateway_error", "The gateway could not relay the upstream's answer; retry."
         )
         if not outcome.started:
-            await _send_error(send, error, messages_api=messages_api)
+            await _send_error(send, failure, messages_api=messages_api)
         else:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
     finally:

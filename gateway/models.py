@@ -89,3 +89,32 @@ class BreakerEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.topology_id} {self.state}"
+
+
+class ProbeState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    PASSED = "passed", "Passed"
+    FAILED = "failed", "Failed"
+    ERROR = "error", "Could not run"
+
+
+class ProbeRun(models.Model):
+    """One click of Verify: the probes asked for, their results, comparable run to run."""
+
+    topology = models.ForeignKey("topologies.Topology", on_delete=models.CASCADE, related_name="probe_runs")
+    kinds = models.JSONField(default=list)
+    params = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=16, choices=ProbeState.choices, default=ProbeState.QUEUED)
+    results = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    requested_by = models.ForeignKey("accounts.User", null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+
+    def __str__(self) -> str:
+        return f"probe run {self.pk} of {self.topology_id}"

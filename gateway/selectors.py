@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from gateway.models import BreakerEvent, GatewayRequest, Route
+from gateway.models import BreakerEvent, GatewayRequest, ProbeRun, Route
 from gateway.routes import Fallback, RouteEntry
 
 
@@ -49,3 +49,7 @@ def recent_requests(*, topology_id: int, limit: int = 200) -> QuerySet[GatewayRe
 
 def breaker_events(*, topology_id: int, limit: int = 20) -> QuerySet[BreakerEvent]:
     return BreakerEvent.objects.filter(topology_id=topology_id)[:limit]
+
+
+def probe_runs(*, topology_id: int, limit: int = 20) -> QuerySet[ProbeRun]:
+    return ProbeRun.objects.filter(topology_id=topology_id).select_related("requested_by")[:limit]

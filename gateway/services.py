@@ -90,3 +90,103 @@ def route_update(
             detail={"changed": [f for f in changed]},  # the fallback key itself is never recorded
         )
     return route
+
+
+@transaction.atomic
+def probe_run_start(
+    *,
+    topology: Any,
+    kinds: list[str] | None,
+    params: dict[str, Any] | None,
+    actor: Any,
+    source_ip: str | None = None,
+) -> Any:
+    """Queue a verification run; the worker runs it after this commits."""
+    from gateway.models import ProbeRun, ProbeState
+    from gateway.probes import DEFAULTS, KINDS
+    from gateway.tasks import run_probes
+
+    chosen = list(kinds or KINDS)
+    unknown = [k for k in chosen if k not in KINDS]
+    if unknown:
+        raise _invalid("kinds", f"unknown probe {unknown[0]!r}; choose from {', '.join(KINDS)}")
+    given = params or {}
+    extra = sorted(set(given) - set(DEFAULTS))
+    if extra:
+        raise _invalid(extra[0], f"is not a probe setting; settings: {', '.join(DEFAULTS)}")
+    limits = {
+        "prefix_words": (50, 20000),
+        "prefix_requests": (2, 20),
+        "prefix_margin": (0.01, 0.95),
+        "concurrency_clients": (1, 64),
+        "concurrency_seconds": (1, 120),
+    }
+    for name, value in given.items():
+        low, high = limits[name]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+            raise _invalid(name, f"must be a number from {low} to {high}")
+    if ProbeRun.objects.filter(topology=topology, state__in=[ProbeState.QUEUED, ProbeState.RUNNING]).exists():
+        from controlplane.api.errors import Conflict
+
+        raise Conflict(
+            "A verification of this topology is already running; wait for it.", code="probe_running"
+        )
+    run = ProbeRun.objects.create(topology=topology, kinds=chosen, params=given, requested_by=actor)
+    audit_record(
+        action="gateway.verify", actor=actor, target=topology, source_ip=source_ip, detail={"kinds": chosen}
+    )
+    run_probes.delay_on_commit(run.pk)
+    return run
+
+
+def probe_run_execute(*, run_id: int) -> None:
+    """Run the probes of one queued run (idempotent: a finished run is left as it is)."""
+    import asyncio
+
+    from django.utils import timezone
+
+    from gateway import probes
+    from gateway.models import ProbeRun, ProbeState
+    from gateway.routes import load_table
+
+    claimed = ProbeRun.objects.filter(pk=run_id, state=ProbeState.QUEUED).update(
+        state=ProbeState.RUNNING, started=timezone.now()
+    )
+    if not claimed:
+        return
+    run = ProbeRun.objects.select_related("topology").get(pk=run_id)
+    entry = next((e for e in load_table("probe").entries() if e.topology_id == run.topology_id), None)
+    if entry is None:
+        ProbeRun.objects.filter(pk=run_id).update(
+            state=ProbeState.ERROR,
+            finished=timezone.now(),
+            error="The gateway has no route to this topology: deploy it, or set its serving endpoint "
+            "or a fallback.",
+        )
+        _probe_broadcast(run_id)
+        return
+    try:
+        results = asyncio.run(probes.run(entry, list(run.kinds), dict(run.params)))
+    except Exception as error:
+        logger.exception("verification run %s failed", run_id)
+        ProbeRun.objects.filter(pk=run_id).update(
+            state=ProbeState.ERROR, finished=timezone.now(), error=str(error)[:2000]
+        )
+        _probe_broadcast(run_id)
+        return
+    state = ProbeState.PASSED if all(r.passed for r in results) else ProbeState.FAILED
+    ProbeRun.objects.filter(pk=run_id).update(
+        state=state, finished=timezone.now(), results=[r.as_dict() for r in results]
+    )
+    _probe_broadcast(run_id)
+
+
+def _probe_broadcast(run_id: int) -> None:
+    from controlplane import broadcast
+    from gateway.models import ProbeRun
+
+    run = ProbeRun.objects.get(pk=run_id)
+    broadcast.send_now(
+        broadcast.topology_group(run.topology_id),
+        {"type": "gateway.probe", "run": run.pk, "state": run.state},
+    )

@@ -4,7 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from gateway.models import BreakerEvent, GatewayRequest, Route
+from gateway.models import BreakerEvent, GatewayRequest, ProbeRun, Route
 
 
 class RouteSerializer(serializers.ModelSerializer[Route]):
@@ -73,3 +73,46 @@ class BreakerEventSerializer(serializers.ModelSerializer[BreakerEvent]):
     class Meta:
         model = BreakerEvent
         fields = ["created", "state", "reason"]
+
+
+class ProbeResultSerializer(serializers.Serializer[dict[str, Any]]):
+    name = serializers.CharField()
+    passed = serializers.BooleanField()
+    summary = serializers.CharField()
+    figures = serializers.DictField()
+    diagnosis = serializers.ListField(child=serializers.CharField())
+
+
+class ProbeRunSerializer(serializers.ModelSerializer[ProbeRun]):
+    results = ProbeResultSerializer(many=True, read_only=True)
+    requested_by = serializers.CharField(source="requested_by.username", default="", read_only=True)
+
+    class Meta:
+        model = ProbeRun
+        fields = [
+            "id",
+            "topology",
+            "kinds",
+            "params",
+            "state",
+            "results",
+            "error",
+            "requested_by",
+            "created",
+            "started",
+            "finished",
+        ]
+        read_only_fields = fields
+
+
+class VerifyRequestSerializer(serializers.Serializer[dict[str, Any]]):
+    kinds = serializers.ListField(
+        child=serializers.ChoiceField(choices=["smoke", "prefix", "concurrency", "links", "fallback"]),
+        required=False,
+        max_length=5,
+        help_text="Default: all of them.",
+    )
+    params = serializers.DictField(
+        required=False,
+        help_text="prefix_words, prefix_requests, prefix_margin, concurrency_clients, concurrency_seconds",
+    )

@@ -16,4 +16,6 @@ urlpatterns = [
         views.TopologyBreakerEvents.as_view(),
         name="topology-gateway-breaker",
     ),
+    path("topologies/<int:pk>/verify/", views.TopologyVerify.as_view(), name="topology-verify"),
+    path("probe-runs/<int:pk>/", views.ProbeRunDetail.as_view(), name="probe-run"),
 ]

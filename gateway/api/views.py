@@ -11,8 +11,14 @@ from rest_framework.response import Response
 from accounts.roles import Role
 from controlplane.client_ip import client_ip
 from gateway import selectors, services
-from gateway.api.serializers import BreakerEventSerializer, GatewayRequestSerializer, RouteSerializer
-from gateway.models import BreakerEvent, GatewayRequest, Route
+from gateway.api.serializers import (
+    BreakerEventSerializer,
+    GatewayRequestSerializer,
+    ProbeRunSerializer,
+    RouteSerializer,
+    VerifyRequestSerializer,
+)
+from gateway.models import BreakerEvent, GatewayRequest, ProbeRun, Route
 from keys.scopes import Scope
 from topologies import selectors as topology_selectors
 
@@ -76,3 +82,44 @@ class TopologyBreakerEvents(GenericAPIView[BreakerEvent]):
         return Response(
             BreakerEventSerializer(selectors.breaker_events(topology_id=topology.pk), many=True).data
         )
+
+
+class TopologyVerify(GenericAPIView[ProbeRun]):
+    """Run the verification probes (smoke, prefix reuse, concurrency, links, fallback) and list past runs."""
+
+    required_scopes = {"read": Scope.TELEMETRY_READ, "write": Scope.DEPLOY}
+    serializer_class = ProbeRunSerializer
+    write_role = Role.OPERATOR
+
+    def get_queryset(self) -> Any:
+        return topology_selectors.topology_list()
+
+    @extend_schema(responses=ProbeRunSerializer(many=True))
+    def get(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        return Response(ProbeRunSerializer(selectors.probe_runs(topology_id=topology.pk), many=True).data)
+
+    @extend_schema(request=VerifyRequestSerializer, responses={202: ProbeRunSerializer})
+    def post(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        data = VerifyRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        run = services.probe_run_start(
+            topology=topology,
+            kinds=data.validated_data.get("kinds"),
+            params=data.validated_data.get("params"),
+            actor=request.user,
+            source_ip=client_ip(request),
+        )
+        return Response(ProbeRunSerializer(run).data, status=202)
+
+
+class ProbeRunDetail(GenericAPIView[ProbeRun]):
+    required_scopes = {"read": Scope.TELEMETRY_READ}
+    serializer_class = ProbeRunSerializer
+
+    def get_queryset(self) -> Any:
+        return ProbeRun.objects.all()
+
+    def get(self, request: Request, pk: int) -> Response:
+        return Response(ProbeRunSerializer(get_object_or_404(self.get_queryset(), pk=pk)).data)

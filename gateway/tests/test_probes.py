@@ -1,0 +1,107 @@
+"""The verification probes end to end against simulated P/D stacks, and their judgements."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway import probes
+from gateway.models import ProbeRun
+from gateway.services import probe_run_execute, probe_run_start, route_update
+from gateway.tests.conftest import FALLBACK_MODEL, MODEL, StackThread
+
+
+def test_judge_prefix_passes_on_a_drop_and_explains_a_miss():
+    assert probes.judge_prefix([400, 150, 140, 160], margin=0.3, hit_before=0.1, hit_after=0.6)[0]
+    ok, text, causes = probes.judge_prefix([400, 390, 410], margin=0.3, hit_before=0.2, hit_after=0.2)
+    assert not ok and "prefix caching is disabled" in " ".join(causes)
+    assert "did not rise" in causes[1]
+    assert not probes.judge_prefix([400, None], margin=0.3, hit_before=None, hit_after=None)[0]
+
+
+def _run(topology, admin_user, kinds, params=None):
+    run = probe_run_start(topology=topology, kinds=kinds, params=params or {}, actor=admin_user)
+    probe_run_execute(run_id=run.pk)
+    run.refresh_from_db()
+    return run, {r["name"]: r for r in run.results}
+
+
+def test_smoke_prefix_and_concurrency_pass_on_a_healthy_stack(make_topology, admin_user, cluster_stack):
+    topology = make_topology()
+    route_update(topology=topology, changes={"endpoint_url": cluster_stack.url}, actor=admin_user)
+    run, results = _run(
+        topology,
+        admin_user,
+        ["smoke", "prefix", "concurrency"],
+        {"concurrency_clients": 4, "concurrency_seconds": 2},
+    )
+    assert results["smoke"]["passed"], results["smoke"]
+    assert results["prefix"]["passed"], results["prefix"]
+    assert len(results["prefix"]["figures"]["ttft_ms"]) == 5
+    concurrency = results["concurrency"]
+    assert concurrency["passed"] and concurrency["figures"]["requests"] > 4
+    assert concurrency["figures"]["ttft_p95_ms"] is not None
+    assert run.state == "passed"
+
+
+def test_prefix_probe_fails_and_says_why_when_prefix_caching_is_off(make_topology, admin_user):
+    with StackThread(MODEL, args=(MODEL, "--no-enable-prefix-caching")) as cold:
+        topology = make_topology()
+        route_update(topology=topology, changes={"endpoint_url": cold.url}, actor=admin_user)
+        run, results = _run(topology, admin_user, ["prefix"])
+    assert run.state == "failed"
+    assert not results["prefix"]["passed"]
+    assert any("prefix caching is disabled" in line for line in results["prefix"]["diagnosis"])
+
+
+def test_smoke_failure_is_diagnosed_in_words(make_topology, admin_user):
+    from tests.support import closed_port
+
+    topology = make_topology()
+    route_update(
+        topology=topology, changes={"endpoint_url": f"http://127.0.0.1:{closed_port()}"}, actor=admin_user
+    )
+    run, results = _run(topology, admin_user, ["smoke"])
+    assert run.state == "failed"
+    assert "cannot connect" in " ".join(results["smoke"]["diagnosis"])
+    assert "no fallback" in " ".join(results["smoke"]["diagnosis"])
+
+
+def test_fallback_comparison_side_by_side(make_topology, admin_user, cluster_stack, fallback_stack):
+    topology = make_topology()
+    route_update(
+        topology=topology,
+        changes={
+            "endpoint_url": cluster_stack.url,
+            "fallback_base_url": f"{fallback_stack.url}/v1",
+            "fallback_model": FALLBACK_MODEL,
+        },
+        actor=admin_user,
+    )
+    _, results = _run(topology, admin_user, ["fallback"])
+    figures = results["fallback"]["figures"]
+    assert results["fallback"]["passed"]
+    assert figures["cluster"]["status"] == figures["fallback"]["status"] == 200
+    assert figures["cluster"]["text"] and figures["fallback"]["text"]
+
+
+def test_a_second_run_waits_for_the_first(make_topology, admin_user):
+    from controlplane.api.errors import Conflict
+
+    topology = make_topology()
+    probe_run_start(topology=topology, kinds=["smoke"], params={}, actor=admin_user)
+    with pytest.raises(Conflict):
+        probe_run_start(topology=topology, kinds=["smoke"], params={}, actor=admin_user)
+    assert ProbeRun.objects.filter(topology=topology).count() == 1
+
+
+def test_bad_probe_settings_name_the_field(make_topology, admin_user):
+    from controlplane.api.errors import DomainError
+
+    topology = make_topology()
+    with pytest.raises(DomainError) as caught:
+        probe_run_start(
+            topology=topology, kinds=["smoke"], params={"concurrency_clients": 1000}, actor=admin_user
+        )
+    assert "concurrency_clients" in caught.value.fields
+    with pytest.raises(DomainError):
+        probe_run_start(topology=topology, kinds=["nope"], params={}, actor=admin_user)
