@@ -12,7 +12,7 @@ from gateway.tests.conftest import FALLBACK_MODEL, MODEL, StackThread
 
 def test_judge_prefix_passes_on_a_drop_and_explains_a_miss():
     assert probes.judge_prefix([400, 150, 140, 160], margin=0.3, hit_before=0.1, hit_after=0.6)[0]
-    ok, text, causes = probes.judge_prefix([400, 390, 410], margin=0.3, hit_before=0.2, hit_after=0.2)
+    ok, _text, causes = probes.judge_prefix([400, 390, 410], margin=0.3, hit_before=0.2, hit_after=0.2)
     assert not ok and "prefix caching is disabled" in " ".join(causes)
     assert "did not rise" in causes[1]
     assert not probes.judge_prefix([400, None], margin=0.3, hit_before=None, hit_after=None)[0]
