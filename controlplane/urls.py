@@ -30,6 +30,7 @@ urlpatterns = [
     path("deployments/", include("deployments.urls")),
     path("telemetry/", include("telemetry.urls")),
     path("keys/", include("keys.urls")),
+    path("gateway/", include("gateway.urls")),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
 ]

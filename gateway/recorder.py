@@ -93,7 +93,7 @@ def _write(requests: list[RequestRecord], breakers: list[BreakerRecord]) -> None
         from controlplane import broadcast
 
         payload = {
-            "type": "gateway.breaker",
+            "kind": "gateway.breaker",
             "topology": change.topology_id,
             "state": change.state,
             "reason": change.reason,

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import QuerySet
 
 from gateway.models import BreakerEvent, GatewayRequest, ProbeRun, Route
@@ -53,3 +55,37 @@ def breaker_events(*, topology_id: int, limit: int = 20) -> QuerySet[BreakerEven
 
 def probe_runs(*, topology_id: int, limit: int = 20) -> QuerySet[ProbeRun]:
     return ProbeRun.objects.filter(topology_id=topology_id).select_related("requested_by")[:limit]
+
+
+def topology_gateway_context(topology: Any, request: Any = None) -> dict[str, Any]:
+    """Context of the gateway panel on the topology page: where it serves, its breaker, its probes."""
+    from datetime import timedelta
+
+    from django.db.models import Count
+    from django.utils import timezone
+
+    from gateway.probes import KINDS
+
+    route = Route.objects.filter(topology=topology).first()
+    since = timezone.now() - timedelta(minutes=15)
+    recent = GatewayRequest.objects.filter(topology=topology, created__gte=since)
+    by_backend = {row["backend"]: row["n"] for row in recent.values("backend").annotate(n=Count("id"))}
+    errors = recent.filter(status__gte=500).count()
+    total = sum(by_backend.values())
+    last_breaker = BreakerEvent.objects.filter(topology=topology).first()
+    runs = list(probe_runs(topology_id=topology.pk, limit=6))
+    user = getattr(request, "user", None)
+    return {
+        "route": route,
+        "serving_endpoint": (route.endpoint_url or route.discovered_url) if route else "",
+        "model_names": [topology.model_name, *((route.aliases if route else []) or [])],
+        "breaker": last_breaker,
+        "breaker_events": list(breaker_events(topology_id=topology.pk, limit=5)),
+        "requests_15m": total,
+        "fallback_15m": by_backend.get("fallback", 0),
+        "errors_15m": errors,
+        "latest_run": runs[0] if runs else None,
+        "runs": runs,
+        "probe_kinds": KINDS,
+        "can_operate": bool(user is not None and user.is_authenticated and user.has_role("operator")),
+    }

@@ -188,5 +188,5 @@ def _probe_broadcast(run_id: int) -> None:
     run = ProbeRun.objects.get(pk=run_id)
     broadcast.send_now(
         broadcast.topology_group(run.topology_id),
-        {"type": "gateway.probe", "run": run.pk, "state": run.state},
+        {"kind": "gateway.probe", "run": run.pk, "state": run.state},
     )

@@ -1,0 +1,38 @@
+// Gateway panel: re-fetched when a verification run or the circuit breaker changes (websocket), and every
+// two seconds while a run is queued or running, so its progress shows without a reload.
+(function () {
+  "use strict";
+
+  function refresh(panel) {
+    if (panel.dataset.refreshing) { return; }
+    panel.dataset.refreshing = "1";
+    window.fetch(panel.dataset.panelUrl, { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        delete panel.dataset.refreshing;
+        if (!html) { return; }
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        var fresh = doc.querySelector(".gateway-panel");
+        if (fresh) {
+          panel.innerHTML = fresh.innerHTML;
+          panel.dataset.running = fresh.dataset.running || "";
+        }
+      })
+      .catch(function () { delete panel.dataset.refreshing; });
+  }
+
+  function init(panel) {
+    if (window.Tandem && window.Tandem.live) {
+      window.Tandem.live("/ws/topologies/" + panel.dataset.topology + "/", {
+        onMessage: function (msg) {
+          if (msg && (msg.kind === "gateway.probe" || msg.kind === "gateway.breaker")) { refresh(panel); }
+        },
+      });
+    }
+    window.setInterval(function () { if (panel.dataset.running) { refresh(panel); } }, 2000);
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll(".gateway-panel").forEach(init);
+  });
+})();
