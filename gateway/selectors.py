@@ -116,16 +116,16 @@ def overview_gateway_rows() -> list[dict[str, Any]]:
     for topology_id in sorted(
         set(fallback) | {t for t, e in latest.items() if e.state != "closed" or t in fallback}
     ):
-        event = latest.get(topology_id)
-        if event is None and not fallback.get(topology_id):
+        last = latest.get(topology_id)
+        if last is None and not fallback.get(topology_id):
             continue
         rows.append(
             {
                 "topology_id": topology_id,
-                "name": event.topology.name if event else "",
-                "state": event.state if event else "closed",
-                "reason": event.reason if event else "",
-                "changed": event.created if event else None,
+                "name": last.topology.name if last else "",
+                "state": last.state if last else "closed",
+                "reason": last.reason if last else "",
+                "changed": last.created if last else None,
                 "fallback_15m": fallback.get(topology_id, 0),
             }
         )
