@@ -107,6 +107,12 @@ def hourly_series(rows: list[tuple[datetime, int]], *, end: datetime, hours: int
     return values
 
 
+def hour_starts(*, end: datetime, hours: int) -> list[int]:
+    """Unix times of the `hours` hour starts up to the one holding `end` (the x values of hourly_series)."""
+    last = end.replace(minute=0, second=0, microsecond=0)
+    return [int((last - timedelta(hours=hours - 1 - i)).timestamp()) for i in range(hours)]
+
+
 def sparkline_points(values: list[int], *, width: int = 96, height: int = 24, pad: int = 2) -> str:
     """The `points` of an SVG polyline; a flat line along the bottom when nothing happened."""
     if not values:

@@ -99,7 +99,10 @@ class KeyCreateForm(forms.Form):
             self.fields["purpose_label"].required = True
         for field in LIMIT_FIELDS:
             self.fields[field] = forms.IntegerField(
-                min_value=0, required=False, label=LIMIT_LABELS[field], help_text="Empty: no limit."
+                min_value=0,
+                required=False,
+                label=LIMIT_LABELS[field],
+                widget=forms.NumberInput(attrs={"placeholder": "no limit", "min": 0}),
             )
         self.initial.setdefault("form_id", uuid.uuid4().hex)
         self.initial.setdefault("kind", purpose.kind)
@@ -108,6 +111,11 @@ class KeyCreateForm(forms.Form):
         self.initial.setdefault("alert_thresholds", ", ".join(str(t) for t in purpose.alert_thresholds))
         for field in LIMIT_FIELDS:
             self.initial.setdefault(field, getattr(purpose, field))
+
+    def error_labels(self) -> str:
+        """The fields to fix, by label, in the order the form shows them: “Name”, “Expires in (days)”."""
+        wrong = [f"“{self[name].label}”" for name in self.fields if name in self.errors]
+        return ", ".join(wrong)
 
     def limit_fields(self) -> list[forms.BoundField]:
         return [self[field] for field in LIMIT_FIELDS]

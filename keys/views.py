@@ -14,7 +14,7 @@ from django.utils import timezone
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from keys import selectors, services
-from keys.display import KeyRow, key_row
+from keys.display import KeyRow, hour_starts, hourly_series, key_row
 from keys.filtersets import ApiKeyFilterSet
 from keys.forms import KeyCreateForm, KeyRevokeForm, KeyRotateForm, apply_domain_error
 from keys.models import ApiKey
@@ -23,6 +23,7 @@ from keys.snippets import client_snippets
 from keys.validation import LIMIT_FIELDS
 
 PAGE_SIZE = 200
+CHART_HOURS = 168
 # Session entry remembering which create/rotate forms were already used (form id -> key id, never a
 # secret), so re-sending the same POST on reload does not issue another secret.
 USED_FORMS = "keys.used_forms"
@@ -96,7 +97,8 @@ def _visible_key(request: HttpRequest, pk: Any) -> ApiKey:
 def key_detail(request: HttpRequest, pk: Any) -> HttpResponse:
     key = _visible_key(request, pk)
     row = _rows([key])[0]
-    history = selectors.key_usage_history(key=key, hours=168)
+    history = selectors.key_usage_history(key=key, hours=CHART_HOURS)
+    now = timezone.now()
     return render(
         request,
         "keys/detail.html",
@@ -106,13 +108,17 @@ def key_detail(request: HttpRequest, pk: Any) -> HttpResponse:
             "key": key,
             "purpose": purpose_for(key.purpose),
             "secrets": list(key.secrets.all()),
-            "now": timezone.now(),
+            "now": now,
             "events": selectors.key_audit_trail(key=key),
+            "used_recently": bool(history),
             "usage_chart": {
-                "hours": [int(u.hour.timestamp()) for u in history],
-                "requests": [u.requests for u in history],
-                "tokens": [u.tokens for u in history],
-                "denied": [u.denied for u in history],
+                "hours": hour_starts(end=now, hours=CHART_HOURS),
+                **{
+                    name: hourly_series(
+                        [(u.hour, getattr(u, name)) for u in history], end=now, hours=CHART_HOURS
+                    )
+                    for name in ("requests", "tokens", "denied")
+                },
             },
             "limits": [(field.replace("_", " "), getattr(key, field)) for field in LIMIT_FIELDS],
         },
@@ -193,7 +199,7 @@ def key_create(request: HttpRequest, purpose: str) -> HttpResponse:
     return render(
         request,
         "keys/create.html",
-        {"title": f"New {template.label.lower()} key", "purpose": template, "form": form},
+        {"title": f"New key: {template.label}", "purpose": template, "form": form},
         status=400 if form.is_bound else 200,
     )
 

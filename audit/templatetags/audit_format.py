@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
 from typing import Any
 
 from django import template
@@ -11,6 +13,8 @@ register = template.Library()
 
 # Targets that have a page of their own: target_type -> URL name taking the target's id.
 TARGET_PAGES = {"keys.apikey": "keys:detail"}
+
+ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
 
 ACTION_LABELS = {
     "key.create": "key created",
@@ -26,6 +30,14 @@ ACTION_LABELS = {
 def _plain(value: Any) -> str:
     if value is None or value == "":
         return "—"
+    if isinstance(value, str) and ISO_TIME.match(value):
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        if when.tzinfo is not None:
+            return f"{when.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        return f"{when:%Y-%m-%d %H:%M:%S}"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, list | tuple):

@@ -128,7 +128,11 @@ def test_key_page_shows_settings_counters_usage_and_its_audit_trail(operator, is
     data = json.loads(
         re.search(r'<script id="key-usage-data" type="application/json">(.*?)</script>', html).group(1)
     )
-    assert data["requests"] == [12] and data["tokens"] == [3400] and data["denied"] == [1]
+    assert len(data["hours"]) == len(data["requests"]) == 168  # a full week of hours, the quiet ones 0
+    assert data["hours"][-1] - data["hours"][0] == 167 * 3600
+    # two hours before the current one
+    assert data["requests"][-3] == 12 and data["tokens"][-3] == 3400 and data["denied"][-3] == 1
+    assert sum(data["requests"]) == 12 and sum(data["tokens"]) == 3400
     trail = html.split("<h2>Audit trail</h2>", 1)[1]
     for action in ("key.create", "key.update", "key.budget_alert"):
         assert f"<code>{action}</code>" in trail

@@ -225,7 +225,7 @@ def test_service_errors_show_next_to_their_fields(operator):
     data = create_form(client, "production") | {"name": "", "alert_thresholds": "80, lots"}
     html = client.post("/keys/new/production/", data).content.decode()
     assert "Give whole percentages separated by commas" in html
-    assert "The key was not created: fix the fields marked below." in html
+    assert "The key was not created: fix “Name”, “Budget alerts at (%)” below." in html
     assert not ApiKey.objects.exists()
 
 
