@@ -77,8 +77,10 @@ class KeyCreateForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.purpose = purpose
         allowed = role_scopes(user)
-        self.fields["scopes"].choices = [(s, f"{s} — {Scope(s).label}") for s in allowed]
-        self.fields["scopes"].help_text = (
+        scopes = self.fields["scopes"]
+        assert isinstance(scopes, forms.MultipleChoiceField)
+        scopes.choices = [(s, Scope(s).label) for s in allowed]
+        scopes.help_text = (
             f"Only the scopes your role ({user.role}) may hold are listed; "
             "an inference key holds only inference."
         )

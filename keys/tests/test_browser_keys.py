@@ -100,6 +100,51 @@ def ci_script(base: str, secret: str, topology_id: int) -> dict[str, Any]:
     return deployment
 
 
+EVERY_STATE = {
+    "try-qwen": "active",
+    "expiring-debug": "active",
+    "old-prod": "revoked",
+    "assistant-2025": "expired",
+    "nightly-report": "exhausted",
+}
+
+
+def keys_in_every_state(base: str, owner: Any) -> None:
+    """Keys of several purposes in each status, for the list's screenshot (exhaustion spent for real)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from keys import services
+    from keys.models import ApiKey, ApiKeyUsage
+
+    now = timezone.now()
+    services.key_create(actor=owner, name="try-qwen", purpose="debug", allowed_models=["qwen3-32b"])
+    soon = services.key_create(actor=owner, name="expiring-debug", purpose="debug").key
+    ApiKey.objects.filter(pk=soon.pk).update(expires_at=now + timedelta(hours=5))
+    old = services.key_create(actor=owner, name="old-prod", purpose="production").key
+    services.key_revoke(key=old, actor=owner, reason="replaced by the 2027 key")
+    stale = services.key_create(actor=owner, name="assistant-2025", purpose="coding-assistant").key
+    ApiKey.objects.filter(pk=stale.pk).update(expires_at=now - timedelta(days=2))
+    report = services.key_create(
+        actor=owner,
+        name="nightly-report",
+        purpose="automation",
+        scopes=["topologies:read"],
+        limits_given={"requests_per_day": 3},
+    )
+    for _ in range(3):
+        got = requests.get(
+            f"{base}/api/v1/me/", headers={"Authorization": f"Bearer {report.secret}"}, timeout=10
+        )
+        assert got.status_code == 200, got.text
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    ApiKeyUsage.objects.bulk_create(
+        ApiKeyUsage(key=soon, hour=hour - timedelta(hours=h), requests=(h * 7) % 23, tokens=h * 900)
+        for h in range(24)
+    )
+
+
 def test_ci_script_deploys_with_a_key_copied_from_the_dialog(page, context, operator, viewer, ci_topology):
     from keys import accounting
     from keys.models import ApiKey
@@ -159,7 +204,9 @@ def test_ci_script_deploys_with_a_key_copied_from_the_dialog(page, context, oper
             page.screenshot(path=str(SHOTS / "keys-list.png"), full_page=True)
 
             page.click("a.key-name:has-text('ci-deploy')")
-            expect(page.locator(".usage-chart canvas")).to_have_count(2)
+            expect(page.locator(".usage-chart canvas")).to_have_count(
+                1
+            )  # requests; a management key spends no tokens
             trail = page.locator("table.audit-trail")
             expect(trail).to_contain_text("key.create")
             page.wait_for_selector("body[data-notifications-state=live]", timeout=10_000)
@@ -196,6 +243,12 @@ def test_ci_script_deploys_with_a_key_copied_from_the_dialog(page, context, oper
             page.screenshot(path=str(SHOTS / "keys-activity.png"), full_page=True)
             page.click(f"td a[href='/keys/{key.pk}/']  >> nth=0")
             expect(page.locator("h1")).to_contain_text("ci-deploy")
+
+            keys_in_every_state(base, operator)
+            page.goto(f"{base}/keys/")
+            for name, status in EVERY_STATE.items():
+                expect(page.locator(f"tr:has(a.key-name:text-is('{name}')) .state")).to_have_text(status)
+            page.screenshot(path=str(SHOTS / "keys-list-statuses.png"), full_page=True)
 
             page.context.clear_cookies()
             log_in(page, base, viewer.username)
