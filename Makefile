@@ -12,7 +12,7 @@ TEST_ENV := \
 	FIELD_ENCRYPTION_KEYS=$${TEST_FIELD_ENCRYPTION_KEYS:-qx7dD0H3ZxKdbMgFq3aXNd7R5lOqdRkk2m8Wq1fW0cM=} \
 	TANDEM_HTTPS=false DEBUG=false LOG_LEVEL=warning PASSWORD_HASH_ITERATIONS=1000
 
-.PHONY: demo test install lint typecheck unit browser clean
+.PHONY: demo api-key test install lint typecheck unit browser clean
 
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 
@@ -32,6 +32,10 @@ install: $(STAMP)
 
 demo: $(RUNTIME_STAMP)
 	$(BIN)/python -m standalone
+
+# A key in the demo's database for scripts and CI, e.g. make api-key ARGS="--purpose automation --scopes deploy"
+api-key: $(RUNTIME_STAMP)
+	@$(BIN)/python -m standalone.apikey $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -22,7 +22,7 @@ from django.conf import settings
 
 from keys.records import KeyRecord
 
-_ACQUIRE = r"""
+ACQUIRE_LUA = r"""
 local gen = redis.call('GET', KEYS[1]) or 'none'
 if gen ~= ARGV[1] then return {'stale', gen} end
 local now = tonumber(ARGV[2])
@@ -89,7 +89,7 @@ table.insert(crossed, 1, 'ok')
 return crossed
 """
 
-_SETTLE = r"""
+SETTLE_LUA = r"""
 if ARGV[1] ~= '' then redis.call('ZREM', KEYS[1], ARGV[1]) end
 local tokens = tonumber(ARGV[2])
 local crossed = {'ok'}
@@ -225,7 +225,7 @@ def _scripts() -> tuple[object, object]:
     scripts = getattr(_local, "scripts", None)
     if scripts is None or scripts[0] is not client():
         r = client()
-        scripts = (r, r.register_script(_ACQUIRE), r.register_script(_SETTLE))
+        scripts = (r, r.register_script(ACQUIRE_LUA), r.register_script(SETTLE_LUA))
         _local.scripts = scripts
     return scripts[1], scripts[2]
 
@@ -251,10 +251,10 @@ def bump_generation(key_ids: list[str]) -> None:
     pipe.execute()
 
 
-def acquire(
+def acquire_call(
     record: KeyRecord, *, slot: str, source_ip: str | None, now: datetime
-) -> Acquired | Stale | OverLimit:
-    acquire_script, _ = _scripts()
+) -> tuple[list[str], list[str]]:
+    """The keys and arguments of the acquire script for one request (shared by the sync and async paths)."""
     w = Windows.at(now)
     kid = record.key_id
     lim = record.limits
@@ -290,23 +290,32 @@ def acquire(
         source_ip or "",
         kid,
     ]
-    reply = [part.decode() if isinstance(part, bytes) else str(part) for part in acquire_script(keys, args)]  # type: ignore[operator]
+    return keys, args
+
+
+def acquire_outcome(
+    record: KeyRecord, raw: list[Any], *, slot: str, now: datetime
+) -> Acquired | Stale | OverLimit:
+    reply = [part.decode() if isinstance(part, bytes) else str(part) for part in raw]
     if reply[0] == "stale":
         return Stale(generation=reply[1])
     if reply[0] == "limit":
         return OverLimit(
             limit=reply[1], used=int(reply[2]), allowed=int(reply[3]), resets_at=reset_time(reply[1], now)
         )
-    return Acquired(slot=slot if lim.max_concurrent is not None else "", crossed=tuple(reply[1:]))
+    return Acquired(slot=slot if record.limits.max_concurrent is not None else "", crossed=tuple(reply[1:]))
 
 
-def settle(record: KeyRecord, *, slot: str, tokens: int = 0, now: datetime | None = None) -> tuple[str, ...]:
-    """Release the request's concurrency slot and charge the tokens it used; returns crossed thresholds."""
-    if not slot and tokens <= 0:
-        return ()
-    _, settle_script = _scripts()
-    when = now or datetime.now(UTC)
-    w = Windows.at(when)
+def acquire(
+    record: KeyRecord, *, slot: str, source_ip: str | None, now: datetime
+) -> Acquired | Stale | OverLimit:
+    acquire_script, _ = _scripts()
+    keys, args = acquire_call(record, slot=slot, source_ip=source_ip, now=now)
+    return acquire_outcome(record, acquire_script(keys, args), slot=slot, now=now)  # type: ignore[operator]
+
+
+def settle_call(record: KeyRecord, *, slot: str, tokens: int, now: datetime) -> tuple[list[str], list[str]]:
+    w = Windows.at(now)
     kid = record.key_id
     keys = [
         counter_key(kid, "conc", "slots"),
@@ -327,6 +336,15 @@ def settle(record: KeyRecord, *, slot: str, tokens: int = 0, now: datetime | Non
         ",".join(str(t) for t in record.limits.alert_thresholds),
         kid,
     ]
+    return keys, args
+
+
+def settle(record: KeyRecord, *, slot: str, tokens: int = 0, now: datetime | None = None) -> tuple[str, ...]:
+    """Release the request's concurrency slot and charge the tokens it used; returns crossed thresholds."""
+    if not slot and tokens <= 0:
+        return ()
+    _, settle_script = _scripts()
+    keys, args = settle_call(record, slot=slot, tokens=tokens, now=now or datetime.now(UTC))
     reply = settle_script(keys, args)  # type: ignore[operator]
     return tuple(part.decode() if isinstance(part, bytes) else str(part) for part in reply[1:])
 

@@ -327,6 +327,9 @@ def demo_summary(ctx: DemoContext, admin_user: str) -> str:
     if ctx.topology is not None:
         lines.append(f"  topology:  {ctx.base_url}/topologies/{ctx.topology['id']}/  (live P/D graph)")
     lines.append(f"  API docs:  {ctx.base_url}/api/v1/docs/")
+    lines.append(f"  API keys:  {ctx.base_url}/keys/  (for a script or CI job, in another terminal:")
+    lines.append('             make api-key ARGS="--purpose automation --scopes deploy,topologies:read"')
+    lines.append("             prints only the key; use it as `Authorization: Bearer <key>`)")
     timings = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in ctx.marks.items())
     lines.append(f"  since start: {timings}")
     lines.append("Press Ctrl-C to stop.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from datetime import timedelta
 
 from django.utils import timezone
@@ -178,20 +179,26 @@ def test_failed_authentications_are_audited_without_the_secret(operator, issue, 
 
     issued = issue(operator, scopes=["topologies:read"])
     services.key_revoke(key=issued.key, actor=operator)
-    key_client(issued.secret).get("/api/v1/topologies/", REMOTE_ADDR="198.51.100.23")
+    import secrets
+
+    address = str(ipaddress.ip_address(f"2001:db8::{secrets.token_hex(2)}:{secrets.token_hex(2)}"))
+    key_client(issued.secret).get("/api/v1/topologies/", REMOTE_ADDR=address)
     event = AuditEvent.objects.filter(action="key.auth_failed").latest("created")
     assert event.detail["reason"] == "key_revoked"
     assert event.target_id == str(issued.key.pk)
-    assert event.source_ip == "198.51.100.23"
+    assert event.source_ip == address
     assert issued.secret not in str(event.detail) and issued.secret[10:] not in str(event.detail)
 
 
 def test_an_address_with_many_failures_is_refused_before_any_lookup(db, key_client, settings):
+    import secrets
+
     from keys import tokens
 
     settings.API_KEY_FAILURE_LIMIT = 3
+    address = f"2001:db8::{secrets.token_hex(2)}:{secrets.token_hex(2)}"  # fresh for every run
     codes = [
-        key_client(tokens.generate("management")).get("/api/v1/me/", REMOTE_ADDR="198.51.100.77").status_code
+        key_client(tokens.generate("management")).get("/api/v1/me/", REMOTE_ADDR=address).status_code
         for _ in range(4)
     ]
     assert codes == [401, 401, 401, 429]

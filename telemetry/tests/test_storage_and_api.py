@@ -90,7 +90,7 @@ def test_history_validation_names_the_field_and_the_fix(topology, viewer, api_cl
 
 
 def test_metrics_need_a_login_and_an_existing_topology(topology, viewer, api_client):
-    assert api_client.get(url(topology), {"series": "topology.hit_rate"}).status_code == 403
+    assert api_client.get(url(topology), {"series": "topology.hit_rate"}).status_code == 401
     api_client.force_authenticate(viewer)
     assert api_client.get(f"/api/v1/topologies/{topology.pk + 999}/metrics/latest/").status_code == 404
 
