@@ -41,8 +41,13 @@ def role_scopes(user: Any) -> list[str]:
     return [scope for scope in Scope.values if scope in held]
 
 
+def _form_id(value: str | None) -> str:
+    """The id that marks one filled-in form, so sending it twice issues one secret; made up when absent."""
+    return value or uuid.uuid4().hex
+
+
 class KeyCreateForm(forms.Form):
-    form_id = forms.CharField(widget=forms.HiddenInput)
+    form_id = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
     name = forms.CharField(
         max_length=100, help_text="Say where it is used, e.g. ci-deploy or claude-code-alice."
     )
@@ -122,6 +127,9 @@ class KeyCreateForm(forms.Form):
     def limit_fields(self) -> list[forms.BoundField]:
         return [self[field] for field in LIMIT_FIELDS]
 
+    def clean_form_id(self) -> str:
+        return _form_id(self.cleaned_data.get("form_id"))
+
     def clean_alert_thresholds(self) -> list[int]:
         found = parse_percentages(self.cleaned_data.get("alert_thresholds") or "")
         if found is None:
@@ -152,7 +160,7 @@ class KeyCreateForm(forms.Form):
 
 
 class KeyRotateForm(forms.Form):
-    form_id = forms.CharField(widget=forms.HiddenInput)
+    form_id = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
     grace = forms.TypedChoiceField(
         choices=GRACE_CHOICES,
         coerce=int,
@@ -164,6 +172,9 @@ class KeyRotateForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.initial.setdefault("form_id", uuid.uuid4().hex)
+
+    def clean_form_id(self) -> str:
+        return _form_id(self.cleaned_data.get("form_id"))
 
 
 class KeyRevokeForm(forms.Form):

@@ -239,3 +239,35 @@ def test_custom_purpose_needs_its_label(viewer):
     data["purpose_label"] = "load-test"
     assert client.post("/keys/new/custom/", data).status_code == 200
     assert ApiKey.objects.get(name="load").purpose_display == "load-test"
+
+
+JUNK = [
+    {},
+    {"name": "x" * 500, "kind": "sideways", "expires_in_days": "1e9", "scopes": ["nope"]},
+    {"name": "tab\tname\u200b", "expires_in_days": "99999999999999999999", "requests_per_day": "-1"},
+    {"name": "big", "expires_in_days": "3", "requests_per_minute": str(10**30), "alert_thresholds": "0, 101"},
+    {"name": "many", "expires_in_days": "3", "allowed_models": " ".join(f"m{i}" for i in range(150))},
+    {"name": "nul\x00", "expires_in_days": "3", "allowed_cidrs": "10.0.0.0/33 ::1/200", "form_id": "y" * 300},
+]
+
+
+@pytest.mark.parametrize("junk", JUNK)
+def test_no_input_to_the_create_form_gets_a_500(viewer, junk):
+    client = login(viewer)
+    base = create_form(client, "debug")
+    response = client.post("/keys/new/debug/", base | junk)
+    assert response.status_code in (200, 400), response.status_code
+    if response.status_code == 400:
+        assert "The key was not created" in response.content.decode()
+
+
+def test_no_input_to_rotate_revoke_or_the_filters_gets_a_500(viewer, issue):
+    key = issue(viewer, purpose="debug").key
+    client = login(viewer)
+    assert client.post(f"/keys/{key.pk}/rotate/", {"grace": "forever"}).status_code == 400
+    assert client.post(f"/keys/{key.pk}/rotate/", {"grace": "-5"}).status_code == 400
+    assert client.post(f"/keys/{key.pk}/revoke/", {"reason": "r" * 900, "confirm": "on"}).status_code == 400
+    for query in ("q=%00", "purpose=../../etc", "owner=" + "o" * 2000, "page=-3", "page=zz"):
+        assert client.get(f"/keys/?{query}").status_code == 200, query
+    assert client.get("/keys/not-a-uuid/").status_code == 404
+    assert client.get("/keys/00000000-0000-0000-0000-000000000000/").status_code == 404
