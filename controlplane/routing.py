@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 
-from controlplane.consumers import SystemConsumer
+from controlplane.consumers import SystemConsumer, UnknownStreamConsumer
 from telemetry.routing import websocket_urlpatterns as telemetry_ws
 from topologies.routing import websocket_urlpatterns as topologies_ws
 
@@ -12,4 +12,5 @@ websocket_urlpatterns = [
     path("ws/system/", SystemConsumer.as_asgi()),
     *telemetry_ws,
     *topologies_ws,
+    re_path(r"", UnknownStreamConsumer.as_asgi()),  # last: any other path is closed with 4404
 ]

@@ -54,6 +54,17 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
     return defaults.page_not_found(request, exception)
 
 
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A request Django refuses before any view (too many fields, a body over the limit, a bad Host)
+    answers in the API's one error shape under /api/; pages get Django's 400 page."""
+    if request.path.startswith("/api/"):
+        message = (
+            f"the request could not be read ({exception.__class__.__name__}); send a smaller, valid body"
+        )
+        return JsonResponse(error_body("bad_request", message), status=400)
+    return defaults.bad_request(request, exception)
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
     """An unexpected failure under /api/ answers in the API's one error shape (details go to the log only)."""
     if request.path.startswith("/api/"):
