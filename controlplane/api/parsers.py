@@ -3,8 +3,8 @@
 Python's decoder recurses once per nesting level, and so do the serializers and validators that walk
 the result afterwards: a 2 KB body nested 1,000 deep used to end in a ``RecursionError`` (a 500).
 Every JSON body the API reads goes through ``loads_limited``: it refuses bodies over
-``DATA_UPLOAD_MAX_MEMORY_SIZE``, anything nested deeper than ``MAX_JSON_DEPTH``, NaN/Infinity and
-NUL characters, each with a 400 that says what to change. ``DepthLimitedJSONParser`` is DRF's
+``DATA_UPLOAD_MAX_MEMORY_SIZE``, anything nested deeper than ``MAX_JSON_DEPTH``, NaN/Infinity, NUL
+characters and lone surrogates, each with a 400 that says what to change. ``DepthLimitedJSONParser`` is DRF's
 default JSON parser (``REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"]``); any other view that reads JSON
 calls ``loads_limited`` directly.
 """
@@ -12,6 +12,7 @@ calls ``loads_limited`` directly.
 from __future__ import annotations
 
 import json
+import re
 from typing import IO, Any
 
 from django.conf import settings
@@ -20,6 +21,7 @@ from rest_framework.parsers import JSONParser
 
 #: Deepest nesting of objects/arrays accepted in a body; Tandem's own shapes use at most 6 levels.
 MAX_JSON_DEPTH = 32
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class JSONBodyError(ValueError):
@@ -39,15 +41,17 @@ def json_depth_problem(value: Any, limit: int = MAX_JSON_DEPTH) -> str | None:
             if depth > limit:
                 return f"the JSON is nested deeper than {limit} levels; flatten it"
             for key, child in item.items():
-                if "\x00" in key:
-                    return "a JSON key contains a NUL character (\\u0000); remove it"
+                stack.append((key, depth))
                 stack.append((child, depth + 1))
         elif isinstance(item, list):
             if depth > limit:
                 return f"the JSON is nested deeper than {limit} levels; flatten it"
             stack.extend((child, depth + 1) for child in item)
-        elif isinstance(item, str) and "\x00" in item:
-            return "a JSON string contains a NUL character (\\u0000); remove it"
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return "a JSON string contains a NUL character (\\u0000); remove it"
+            if _SURROGATE.search(item):
+                return "a JSON string holds a lone surrogate (\\ud800-\\udfff), not UTF-8 text; remove it"
     return None
 
 

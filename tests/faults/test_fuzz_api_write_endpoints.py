@@ -8,9 +8,9 @@ bidi characters, NULs, lone surrogates, extra fields, raw bytes and form-encoded
 real, missing, huge or not numbers at all. Each example runs in a savepoint that is rolled back, so
 every request meets the same world.
 
-Budget: FUZZ_API_EXAMPLES requests in all (default 1000, weighted towards endpoints that read a body;
-about 80 s on two cores, most of it in the endpoints that call the unreachable cluster with retries). The count and statuses are printed at the end and written to
-var/faults/fuzz-api.json.
+Budget: FUZZ_API_EXAMPLES requests in all (default 1000, weighted towards endpoints that read a
+body; about 80 s on two cores, most of it in the endpoints that call the unreachable cluster with
+retries). The count and statuses are printed at the end and written to var/faults/fuzz-api.json.
 """
 
 from __future__ import annotations
@@ -67,7 +67,9 @@ texts = st.one_of(
     st.sampled_from(HOSTILE_TEXTS),
     st.text(max_size=30),
     st.builds(
-        lambda ch, n: ch * n, st.sampled_from(["a", "é", "9", "\x00", "八", " "]), st.sampled_from([300, 70000])
+        lambda ch, n: ch * n,
+        st.sampled_from(["a", "é", "9", "\x00", "八", " "]),
+        st.sampled_from([300, 70000]),
     ),
 )
 leaves = st.one_of(
@@ -138,13 +140,15 @@ def bodies(draw: st.DrawFn, endpoint: Endpoint, template: dict[str, Any]) -> tup
         return raw.encode(), "application/json", kind
     if kind == "deep-field":
         name = draw(st.sampled_from(list(endpoint.fields) or ["spec"]))
-        raw = '{"%s": %s}' % (name, deep(draw(st.sampled_from([40, 1000])), "dict"))
+        raw = "{" + json.dumps(name) + ": " + deep(draw(st.sampled_from([40, 1000])), "dict") + "}"
         return raw.encode(), "application/json", kind
     if kind == "raw":
         raw = draw(
             st.one_of(
                 st.binary(max_size=64),
-                st.sampled_from([b"{", b'{"a":', b"\xff\xfe", b"NaN", b"[1,]", b'{"a":1}{"b":2}', b"1" * 5000]),
+                st.sampled_from(
+                    [b"{", b'{"a":', b"\xff\xfe", b"NaN", b"[1,]", b'{"a":1}{"b":2}', b"1" * 5000]
+                ),
             )
         )
         content_type = draw(st.sampled_from(["application/json", "text/plain", "application/xml"]))
@@ -163,7 +167,9 @@ def path_values(world_id: int) -> st.SearchStrategy[str]:
     return st.one_of(
         st.just(str(world_id)),
         st.just(str(world_id)),
-        st.sampled_from(["0", "999999", "99999999999999999999", "-1", "١", "²", "abc", "1.5", "%00", "%E2%80%AE"]),
+        st.sampled_from(
+            ["0", "999999", "99999999999999999999", "-1", "١", "²", "abc", "1.5", "%00", "%E2%80%AE"]
+        ),
     )
 
 
