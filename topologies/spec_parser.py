@@ -63,7 +63,17 @@ class SpecParser:
             return {}
         return value
 
-    def text(self, src: dict[str, Any], key: str, path: str, default: str | None = None) -> str:
+    def text(
+        self,
+        src: dict[str, Any],
+        key: str,
+        path: str,
+        default: str | None = None,
+        *,
+        limit: int | None = TEXT_MAX,
+    ) -> str:
+        """A trimmed string without control or invisible characters, at most ``limit`` characters
+        (None: the caller checks the length with a message of its own)."""
         value = src.get(key, default)
         if value is None or (isinstance(value, str) and not value.strip()):
             if default is not None:
@@ -73,11 +83,12 @@ class SpecParser:
         if not isinstance(value, str):
             self.err(path, "must be a string")
             return ""
-        problem = text_problem(value.strip(), limit=TEXT_MAX, example="a shorter value")
+        value = value.strip()
+        problem = text_problem(value, limit=limit or len(value), example="a shorter value")
         if problem:
             self.err(path, problem)
             return ""
-        return value.strip()
+        return value
 
     def integer(
         self, src: dict[str, Any], key: str, path: str, default: int | None = None, *, lo: int, hi: int
@@ -181,18 +192,12 @@ class SpecParser:
         namespace = self.text(d, "namespace", "namespace", "default")
         if not DNS_LABEL.match(namespace) or len(namespace) > 63:
             self.err("namespace", "must be a DNS label: lower-case letters, digits and '-', ≤63 characters")
-        model_name = self.text(d, "model_name", "model_name")
-        self.check(
-            "model_name",
-            text_problem(model_name, limit=MODEL_NAME_MAX, example="deepseek-ai/DeepSeek-V2-Lite"),
-        )
-        model_source = self.text(d, "model_source", "model_source", model_name or None)
-        self.check(
-            "model_source",
-            text_problem(model_source, limit=MODEL_SOURCE_MAX, example="deepseek-ai/DeepSeek-V2-Lite"),
+        model_name = self.text(d, "model_name", "model_name", limit=MODEL_NAME_MAX)
+        model_source = self.text(
+            d, "model_source", "model_source", model_name or None, limit=MODEL_SOURCE_MAX
         )
         engine = self.choice(d, "engine", "engine", ENGINES)
-        image = self.text(d, "image", "image")
+        image = self.text(d, "image", "image", limit=None)
         if image:
             self.check("image", image_problem(image))
         backend = self.choice(d, "backend", "backend", BACKENDS, "kthena")
@@ -203,7 +208,9 @@ class SpecParser:
         decode = self.parse_role(self.section(roles, "decode", "roles.decode"), "roles.decode")
         routing_raw = self.section(d, "routing", "routing")
         routing = RoutingSpec(
-            model_name=self.text(routing_raw, "model_name", "routing.model_name", model_name or "model"),
+            model_name=self.text(
+                routing_raw, "model_name", "routing.model_name", model_name or "model", limit=MODEL_NAME_MAX
+            ),
             timeout_seconds=self.integer(
                 routing_raw, "timeout_seconds", "routing.timeout_seconds", 60, lo=1, hi=3600
             ),
@@ -213,11 +220,7 @@ class SpecParser:
             retry_interval_ms=self.integer(
                 routing_raw, "retry_interval_ms", "routing.retry_interval_ms", 100, lo=1, hi=60000
             ),
-            router_image=self.text(routing_raw, "router_image", "routing.router_image", ""),
-        )
-        self.check(
-            "routing.model_name",
-            text_problem(routing.model_name, limit=MODEL_NAME_MAX, example="deepseek-v2-lite"),
+            router_image=self.text(routing_raw, "router_image", "routing.router_image", "", limit=None),
         )
         if routing.router_image:
             self.check("routing.router_image", image_problem(routing.router_image))

@@ -23,7 +23,11 @@ QUANTITY_MAX = 64
 
 # Container image references (github.com/distribution/reference): [domain[:port]/]path[:tag][@digest].
 _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
-_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:.]+\])(?::[0-9]+)?"
+# The first component is a registry host only with a dot, a port or as localhost (else it is a path).
+_DOMAIN = (
+    rf"(?:localhost(?::[0-9]+)?|{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})+(?::[0-9]+)?"
+    rf"|{_DOMAIN_COMPONENT}:[0-9]+|\[[0-9a-fA-F:.]+\](?::[0-9]+)?)"
+)
 _PATH_COMPONENT = r"[a-z0-9]+(?:(?:[_.]|__|-+)[a-z0-9]+)*"
 _NAME = rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
 _TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
