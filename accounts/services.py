@@ -33,12 +33,13 @@ def _check_username(username: str) -> str:
     """Django's username rule (letters, digits and @ . + - _), and nothing invisible: no spaces, no
     control or format characters (bidi overrides such as U+202E, zero-width joiners), so a name shows
     in lists and the audit log as what it is."""
-    name = User.normalize_username((username or "").strip())
+    raw = (username or "").strip()
+    name = User.normalize_username(raw)
     if not name:
         raise DomainError("A username is required.", fields={"username": ["Enter a username."]})
     if len(name) > 150:
         raise DomainError("The username is too long.", fields={"username": ["Use at most 150 characters."]})
-    hidden = [ch for ch in name if ch.isspace() or unicodedata.category(ch) in _HIDDEN_CATEGORIES]
+    hidden = [ch for ch in raw + name if ch.isspace() or unicodedata.category(ch) in _HIDDEN_CATEGORIES]
     if hidden:
         names = ", ".join(sorted({f"U+{ord(ch):04X}" for ch in hidden}))
         raise DomainError(
