@@ -154,3 +154,17 @@ def test_real_connections_to_uvicorn_same_origin_only_and_unknown_paths_closed_w
     assert outcomes == [403, 403, "open"]
     assert code == 4404
     assert "Traceback" not in output and "ValueError" not in output, output[-3000:]
+
+
+@pytest.mark.parametrize(
+    "path", ["/ws/topologies/99999999999999999999/", "/ws/topologies/0/", "/ws/topologies/x/"]
+)
+async def test_a_topology_stream_that_cannot_exist_is_closed_not_crashed(viewer, path):
+    cookie = await sync_to_async(_cookie)(viewer)
+    communicator = WebsocketCommunicator(
+        application, path, headers=[HOST, (b"origin", b"http://127.0.0.1:8000"), (b"cookie", cookie)]
+    )
+    connected, _ = await communicator.connect(timeout=3)
+    assert connected
+    message = await communicator.receive_output(timeout=3)
+    assert message["type"] == "websocket.close" and message["code"] in (4403, 4404)
