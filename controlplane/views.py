@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -58,9 +60,13 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     """A request Django refuses before any view (too many fields, a body over the limit, a bad Host)
     answers in the API's one error shape under /api/; pages get Django's 400 page."""
     if request.path.startswith("/api/"):
-        message = (
-            f"the request could not be read ({exception.__class__.__name__}); send a smaller, valid body"
-        )
+        if isinstance(exception, RequestDataTooBig):
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            message = f"the request body is larger than {limit} bytes; send less in one request"
+        elif isinstance(exception, (TooManyFieldsSent, TooManyFilesSent)):
+            message = "the request has more form fields or files than Tandem reads; send fewer, or JSON"
+        else:
+            message = "the request could not be read; check its body, its Content-Type and its Host header"
         return JsonResponse(error_body("bad_request", message), status=400)
     return defaults.bad_request(request, exception)
 

@@ -132,13 +132,13 @@ def test_real_connections_to_uvicorn_same_origin_only_and_unknown_paths_closed_w
         outcomes: list[object] = []
         for origin in (f"http://127.0.0.1:{port + 1}", f"https://127.0.0.1:{port}"):
             try:
-                async with connect(f"ws://127.0.0.1:{port}/ws/system/", origin=origin):  # type: ignore[arg-type]
+                async with connect(f"ws://127.0.0.1:{port}/ws/system/", origin=origin):
                     outcomes.append("open")
             except InvalidStatus as error:
                 outcomes.append(error.response.status_code)
-        async with connect(f"ws://127.0.0.1:{port}/ws/system/", origin=base) as socket:  # type: ignore[arg-type]
+        async with connect(f"ws://127.0.0.1:{port}/ws/system/", origin=base) as socket:
             outcomes.append("open")  # no session: accepted, then closed with 4401
-        async with connect(f"ws://127.0.0.1:{port}/ws/nothing/here/", origin=base) as socket:  # type: ignore[arg-type]
+        async with connect(f"ws://127.0.0.1:{port}/ws/nothing/here/", origin=base) as socket:
             try:
                 await asyncio.wait_for(socket.recv(), timeout=5)
             except ConnectionClosed as closed:
