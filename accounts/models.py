@@ -7,13 +7,15 @@ from accounts.roles import Role, role_allows
 
 
 class User(AbstractUser):
+    """A person who signs in. ``role`` alone decides what they may do in Tandem (pages, API,
+    websockets); ``is_superuser``/``is_staff`` only open Django's /admin/ site, and lowering the role
+    below admin clears them (``accounts.services.user_update``)."""
+
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
 
     def has_role(self, needed: str) -> bool:
         if not self.is_active:
             return False
-        if self.is_superuser:
-            return True
         return role_allows(self.role, needed)
 
     @property

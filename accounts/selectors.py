@@ -12,9 +12,7 @@ def user_list() -> QuerySet[User]:
 
 
 def active_admin_count() -> int:
-    return User.objects.filter(is_active=True).filter(role=Role.ADMIN).count() + (
-        User.objects.filter(is_active=True, is_superuser=True).exclude(role=Role.ADMIN).count()
-    )
+    return User.objects.filter(is_active=True, role=Role.ADMIN).count()
 
 
 def login_lockout_remaining(*, username: str, source_ip: str | None) -> int:

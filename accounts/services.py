@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from django.contrib.auth.password_validation import validate_password
+from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
@@ -27,6 +29,37 @@ def _check_password(password: str, user: User) -> None:
         ) from None
 
 
+def _check_username(username: str) -> str:
+    """Django's username rule (letters, digits and @ . + - _), and nothing invisible: no spaces, no
+    control or format characters (bidi overrides such as U+202E, zero-width joiners), so a name shows
+    in lists and the audit log as what it is."""
+    raw = (username or "").strip()
+    name = User.normalize_username(raw)
+    if not name:
+        raise DomainError("A username is required.", fields={"username": ["Enter a username."]})
+    if len(name) > 150:
+        raise DomainError("The username is too long.", fields={"username": ["Use at most 150 characters."]})
+    hidden = [ch for ch in raw + name if ch.isspace() or unicodedata.category(ch) in _HIDDEN_CATEGORIES]
+    if hidden:
+        names = ", ".join(sorted({f"U+{ord(ch):04X}" for ch in hidden}))
+        raise DomainError(
+            "The username contains spaces or invisible characters.",
+            fields={"username": [f"Remove {names}; use letters, digits and @ . + - _ only."]},
+        )
+    try:
+        UnicodeUsernameValidator()(name)
+    except ValidationError:
+        raise DomainError(
+            "The username has characters Tandem does not accept.",
+            fields={"username": ["Use letters, digits and @ . + - _ only."]},
+        ) from None
+    return name
+
+
+# Control, format (bidi overrides, zero-width), unassigned, private-use, separators and combining marks.
+_HIDDEN_CATEGORIES = {"Cc", "Cf", "Cn", "Co", "Cs", "Zs", "Zl", "Zp", "Mn", "Me"}
+
+
 def _check_role(role: str) -> None:
     if role not in Role.values:
         raise DomainError(
@@ -37,7 +70,7 @@ def _check_role(role: str) -> None:
 
 
 def _is_active_admin(user: User) -> bool:
-    return user.is_active and (user.role == Role.ADMIN or user.is_superuser)
+    return user.is_active and user.role == Role.ADMIN
 
 
 @transaction.atomic
@@ -50,9 +83,7 @@ def user_create(
     email: str = "",
     source_ip: str | None = None,
 ) -> User:
-    username = username.strip()
-    if not username:
-        raise DomainError("A username is required.", fields={"username": ["Enter a username."]})
+    username = _check_username(username)
     if User.objects.filter(username__iexact=username).exists():
         raise Conflict(
             f"A user named {username!r} already exists.",
@@ -88,6 +119,11 @@ def user_update(
         _check_role(role)
         changes["role"] = [user.role, role]
         user.role = role
+        if role != Role.ADMIN and (user.is_superuser or user.is_staff):
+            # The role is the one source of rights: a demoted admin loses Django's /admin/ site too.
+            changes["is_superuser"] = [user.is_superuser, False]
+            user.is_superuser = False
+            user.is_staff = False
     if is_active is not None and is_active != user.is_active:
         changes["is_active"] = [user.is_active, is_active]
         user.is_active = is_active
@@ -203,6 +239,7 @@ def createadmin_ensure(
     if not password:
         generated = password = secrets.token_urlsafe(15)
     if existing is None:
+        username = _check_username(username)
         with transaction.atomic():
             user = User(username=username, email=email, role=Role.ADMIN, is_staff=True, is_superuser=True)
             _check_password(password, user)

@@ -15,6 +15,7 @@ from kube.kubeconfig import (
     KubeconfigError,
     credentials_from_kubeconfig,
     in_cluster_credentials,
+    token_problem,
     validate_server_url,
 )
 
@@ -157,6 +158,9 @@ def resolve_credentials(
         )
     if any(ch.isspace() for ch in bearer):
         raise invalid("token", "token contains spaces or line breaks; paste the token alone, on one line")
+    problem = token_problem(bearer)
+    if problem:
+        raise invalid("token", f"token {problem}")
     ca = _check_pem_certificates(ca_bundle, "ca_bundle") if ca_bundle and ca_bundle.strip() else ""
     if url.startswith("https://") and not ca:
         raise invalid(

@@ -16,7 +16,14 @@ from audit.services import audit_record
 from clusters.checks import CheckFacts, assess
 from clusters.credentials import ConnectionResult, Credentials, invalid, resolve_credentials
 from clusters.inspection import gather_facts, probe, probe_credentials
-from clusters.models import NAME_VALIDATOR, Cluster, ClusterHealthCheck, HealthState, NodeInventory
+from clusters.models import (
+    NAME_VALIDATOR,
+    AuthMethod,
+    Cluster,
+    ClusterHealthCheck,
+    HealthState,
+    NodeInventory,
+)
 from clusters.selectors import cluster_connection, cluster_topology_names
 from controlplane.api.errors import Conflict, DomainError
 from kube.kubeconfig import KubeconfigError
@@ -203,6 +210,13 @@ def cluster_update(
             in_cluster=in_cluster,
             allow_unreachable=allow_unreachable,
         )
+    elif context is not None and context.strip() != cluster.context_name:
+        creds = _switched_context(
+            cluster=cluster,
+            name=new_name or cluster.name,
+            context=context,
+            allow_unreachable=allow_unreachable,
+        )
     with transaction.atomic():
         locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
         if new_name:
@@ -231,6 +245,36 @@ def cluster_update(
             kube.forget(locked.pk)
             _queue_check(locked.pk)
     return locked
+
+
+def _switched_context(*, cluster: Cluster, name: str, context: str, allow_unreachable: bool) -> Credentials:
+    """A new context_name alone: the stored kubeconfig's other context, tested like a registration.
+    Clusters registered without a kubeconfig have no contexts to switch to; that is refused."""
+    if cluster.auth_method != AuthMethod.KUBECONFIG or not cluster.kubeconfig:
+        raise invalid(
+            "context_name",
+            f"context_name applies only to clusters registered with a kubeconfig; {cluster.name} "
+            f"connects with {cluster.get_auth_method_display()}; send new credentials instead",
+        )
+    if not context.strip():
+        raise invalid("context_name", "context_name is empty; name one of the kubeconfig's contexts")
+    try:
+        creds, _ = _tested_credentials(
+            name=name,
+            kubeconfig=cluster.kubeconfig,
+            context=context,
+            server=None,
+            token=None,
+            ca_bundle=None,
+            in_cluster=False,
+            allow_unreachable=allow_unreachable,
+        )
+    except DomainError as error:
+        fields = {
+            ("context_name" if k in ("context", "kubeconfig") else k): v for k, v in error.fields.items()
+        }
+        raise DomainError(error.message, code=error.code, fields=fields) from None
+    return creds
 
 
 def cluster_test_connection(*, cluster: Cluster) -> ConnectionResult:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounts.permissions import role_required
@@ -18,6 +21,9 @@ from clusters.models import Cluster
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from kube.kubeconfig import KubeconfigError, list_contexts
+
+#: Posted fields that hold credentials and are never rendered back into the page.
+SECRET_FIELDS = ("kubeconfig", "token")
 
 
 @login_required
@@ -37,6 +43,7 @@ def clusters_list(request: HttpRequest) -> HttpResponse:
     )
 
 
+@never_cache  # the page handles credentials: no browser or proxy may keep a copy
 @role_required(Role.ADMIN)
 def cluster_register(request: HttpRequest) -> HttpResponse:
     form = ClusterRegisterForm(request.POST or None, request.FILES or None)
@@ -58,18 +65,33 @@ def cluster_register(request: HttpRequest) -> HttpResponse:
                     request, f"Registered {cluster.name} ({cluster.version}); full check queued."
                 )
             return redirect("clusters:detail", pk=cluster.pk)
-    if form.is_bound and form.data.get("method") == "kubeconfig":
+    secrets_dropped = False
+    if form.is_bound:
         text = getattr(form, "cleaned_data", {}).get("kubeconfig") or form.data.get("kubeconfig", "")
-        if text and not form.data.get("kubeconfig"):
-            # An uploaded file comes back in the text box so the operator need not upload it again.
-            form.data = {**form.data.dict(), "kubeconfig": text} if hasattr(form.data, "dict") else form.data
-        try:
-            contexts = list_contexts(text) if text else []
-        except KubeconfigError:
-            contexts = []
+        if form.data.get("method") == "kubeconfig":
+            try:
+                contexts = list_contexts(text) if text else []
+            except KubeconfigError:
+                contexts = []
+        # The page never carries a credential back: the kubeconfig (its token or client key) and the
+        # token are dropped from the re-rendered form; the operator gives them again.
+        secrets_dropped = bool(text or form.data.get("token"))
+        form.data = _without_secrets(form.data)
     return render(
-        request, "clusters/register.html", {"title": "Register a cluster", "form": form, "contexts": contexts}
+        request,
+        "clusters/register.html",
+        {
+            "title": "Register a cluster",
+            "form": form,
+            "contexts": contexts,
+            "secrets_dropped": secrets_dropped,
+        },
     )
+
+
+def _without_secrets(data: Any) -> dict[str, Any]:
+    plain = data.dict() if hasattr(data, "dict") else dict(data)
+    return {key: value for key, value in plain.items() if key not in SECRET_FIELDS}
 
 
 @login_required

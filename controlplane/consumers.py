@@ -5,7 +5,8 @@ A consumer authenticates at connect, asks `may_join()` before joining any group,
 the browser helper (`static/js/live.js`) understands and does not retry:
 
 * 4401 — no session (log in again);
-* 4403 — logged in, but this user may not see what the route names.
+* 4403 — logged in, but this user may not see what the route names;
+* 4404 — no stream at this path (`UnknownStreamConsumer`, the router's last route).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from controlplane import broadcast
 
 CLOSE_NO_SESSION = 4401
 CLOSE_FORBIDDEN = 4403
+CLOSE_NOT_FOUND = 4404
 
 
 class TandemConsumer(AsyncJsonWebsocketConsumer):
@@ -86,3 +88,15 @@ class SystemConsumer(TandemConsumer):
 
 
 HEARTBEAT_CACHE_KEY = "controlplane:heartbeat:last"
+
+
+class UnknownStreamConsumer(AsyncJsonWebsocketConsumer):
+    """Any /ws/ path no route names: accepted only to be closed with 4404 (an unmatched path would
+    otherwise end in the router's ValueError, a traceback and a failed handshake)."""
+
+    async def connect(self) -> None:
+        await self.accept()
+        await self.close(code=CLOSE_NOT_FOUND)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """Nothing is read from a socket that is being closed."""

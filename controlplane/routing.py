@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, re_path
 
-from controlplane.consumers import SystemConsumer
+from controlplane.consumers import SystemConsumer, UnknownStreamConsumer
 from keys.routing import websocket_urlpatterns as keys_ws
 from telemetry.routing import websocket_urlpatterns as telemetry_ws
 from topologies.routing import websocket_urlpatterns as topologies_ws
@@ -14,4 +14,5 @@ websocket_urlpatterns = [
     *telemetry_ws,
     *topologies_ws,
     *keys_ws,
+    re_path(r"", UnknownStreamConsumer.as_asgi()),  # last: any other path is closed with 4404
 ]

@@ -35,5 +35,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
 ]
 
+handler400 = "controlplane.views.bad_request"
 handler404 = "controlplane.views.not_found"
 handler500 = "controlplane.views.server_error"

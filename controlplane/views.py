@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -56,6 +58,21 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
         message = f"no API endpoint at {request.path}; the endpoints are listed at /api/v1/docs/"
         return JsonResponse(error_body("not_found", message), status=404)
     return defaults.page_not_found(request, exception)
+
+
+def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A request Django refuses before any view (too many fields, a body over the limit, a bad Host)
+    answers in the API's one error shape under /api/; pages get Django's 400 page."""
+    if request.path.startswith("/api/"):
+        if isinstance(exception, RequestDataTooBig):
+            limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+            message = f"the request body is larger than {limit} bytes; send less in one request"
+        elif isinstance(exception, (TooManyFieldsSent, TooManyFilesSent)):
+            message = "the request has more form fields or files than Tandem reads; send fewer, or JSON"
+        else:
+            message = "the request could not be read; check its body, its Content-Type and its Host header"
+        return JsonResponse(error_body("bad_request", message), status=400)
+    return defaults.bad_request(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -37,7 +37,7 @@ GRACE_CHOICES = [
 
 def role_scopes(user: Any) -> list[str]:
     """Scopes the user's role may hand to a key, in the order the Scope list gives them."""
-    held = scopes_for_role(user.role, active=user.is_active, superuser=user.is_superuser)
+    held = scopes_for_role(user.role, active=user.is_active)
     return [scope for scope in Scope.values if scope in held]
 
 

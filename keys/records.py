@@ -56,10 +56,10 @@ class KeyRecord:
 
 
 def effective_scopes(
-    *, scopes: list[str], kind: str, owner_role: str, owner_active: bool, owner_superuser: bool
+    *, scopes: list[str], kind: str, owner_role: str, owner_active: bool
 ) -> frozenset[str]:
     """A key never holds more than its kind allows and its owner's role holds now."""
-    held = scopes_for_role(owner_role, active=owner_active, superuser=owner_superuser)
+    held = scopes_for_role(owner_role, active=owner_active)
     return frozenset(scopes) & held & scopes_for_kind(kind)
 
 

@@ -46,10 +46,11 @@ _LEAST_ROLE: dict[str, str] = {
 assert set(_LEAST_ROLE) == ALL_SCOPES
 
 
-def scopes_for_role(role: str, *, active: bool = True, superuser: bool = False) -> frozenset[str]:
+def scopes_for_role(role: str, *, active: bool = True) -> frozenset[str]:
+    """The role is the only source of rights (Django's superuser flag opens nothing in Tandem)."""
     if not active:
         return frozenset()
-    rank = RANK[Role.ADMIN] if superuser else RANK.get(Role(role), -1)
+    rank = RANK.get(Role(role), -1)
     return frozenset(scope for scope, least in _LEAST_ROLE.items() if RANK[Role(least)] <= rank)
 
 

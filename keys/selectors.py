@@ -45,7 +45,6 @@ def key_record_for_digest(*, digest: str, generation: str) -> KeyRecord | None:
             kind=key.kind,
             owner_role=owner.role,
             owner_active=owner.is_active,
-            owner_superuser=owner.is_superuser,
         ),
         allowed_models=tuple(key.allowed_models or ()),
         cidrs=parse_cidrs(list(key.allowed_cidrs or [])),

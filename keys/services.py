@@ -90,7 +90,7 @@ def _require_manage(*, key: ApiKey | None, owner: Any, actor: Any, actor_key: Ke
 
 
 def _scope_bounds(*, owner: Any, actor_key: KeyRecord | None) -> tuple[frozenset[str], str]:
-    held = scopes_for_role(owner.role, active=owner.is_active, superuser=owner.is_superuser)
+    held = scopes_for_role(owner.role, active=owner.is_active)
     why = f"the owner's role ({owner.role}) does not hold it"
     if actor_key is not None:
         held = held & actor_key.scopes

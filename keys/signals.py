@@ -1,4 +1,4 @@
-"""A change to a user (role, active, superuser) reaches their keys at once."""
+"""A change to a user (role or active state) reaches their keys at once."""
 
 from __future__ import annotations
 

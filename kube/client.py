@@ -236,4 +236,4 @@ def is_loopback_host(server: str) -> bool:
     if host in {"localhost", "::1"}:
         return True
     parts = host.split(".")
-    return len(parts) == 4 and parts[0] == "127" and all(p.isdigit() for p in parts)
+    return len(parts) == 4 and parts[0] == "127" and all(p.isascii() and p.isdigit() for p in parts)

@@ -49,9 +49,26 @@ class KubeconfigCredentials:
     client_key: str | None = field(default=None, repr=False)
 
 
+def token_problem(token: str) -> str | None:
+    """Why a bearer token cannot go into an HTTP Authorization header, or None. Kubernetes tokens
+    (service account JWTs, bootstrap tokens) are visible ASCII; anything else is a paste mistake."""
+    if not token.isascii() or not token.isprintable() or any(ch.isspace() for ch in token):
+        return (
+            "contains characters a bearer token cannot have (only visible ASCII: letters, digits and "
+            "-._~+/=); paste the token exactly as kubectl create token printed it"
+        )
+    return None
+
+
 def validate_server_url(server: str, *, field_name: str = "server") -> str:
     """A usable API server URL: https://, or http:// on loopback only. Returns it without a trailing slash."""
     server = (server or "").strip()
+    if not server.isascii() or not server.isprintable():
+        raise KubeconfigError(
+            f"{server!r} has characters a URL cannot carry; write the host in ASCII (punycode for "
+            "international names), e.g. https://10.0.0.1:6443",
+            field=field_name,
+        )
     parsed = urlparse(server)
     if parsed.scheme not in ("https", "http") or not parsed.hostname:
         raise KubeconfigError(
@@ -185,6 +202,9 @@ def credentials_from_kubeconfig(text: str, context: str | None = None) -> Kubeco
             )
 
     token = str(user.get("token") or "").strip() or None
+    problem = token_problem(token) if token else None
+    if problem:
+        raise KubeconfigError(f"context {chosen}: the user's token {problem}")
     cert = (
         _b64(user["client-certificate-data"], "client-certificate-data", chosen)
         if user.get("client-certificate-data")

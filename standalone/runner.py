@@ -63,6 +63,27 @@ def _redis_server() -> str:
     return found
 
 
+def web_command(port: int) -> list[str]:
+    """The web server of the demo. ``--no-proxy-headers``: nothing stands in front of it, so
+    X-Forwarded-For is the client's own claim. uvicorn trusts it from 127.0.0.1 by default, which
+    would hand every spoofed address a fresh login-failure counter and put it in the audit log;
+    Tandem's own TRUSTED_PROXIES rule (empty here) decides instead."""
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "controlplane.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--no-proxy-headers",
+        "--timeout-graceful-shutdown",
+        "3",
+        "--no-server-header",
+    ]
+
+
 def _redis_ready(port: int) -> bool:
     with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
         sock.sendall(b"PING\r\n")
@@ -238,22 +259,7 @@ def _start(
     if stop_requested.is_set():
         return
 
-    web = supervisor.spawn(
-        "web",
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "controlplane.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--timeout-graceful-shutdown",
-            "3",
-            "--no-server-header",
-        ],
-    )
+    web = supervisor.spawn("web", web_command(port))
     # Threads, not solo: measured here both start in ~4-6 s with ~127 MB RSS, but a solo worker
     # runs one task at a time, so a deploy waiting minutes for Ready pods would stall telemetry.
     worker = supervisor.spawn(

@@ -21,6 +21,7 @@ from controlplane.tasks import heartbeat
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
+HOST = (b"host", b"127.0.0.1")
 
 
 def _session_cookie(user) -> bytes:
@@ -57,7 +58,7 @@ async def test_websocket_from_a_foreign_origin_is_refused(viewer_cookie):
 
 
 async def test_websocket_without_a_session_is_closed_with_4401():
-    communicator = WebsocketCommunicator(application, "/ws/system/", headers=[ORIGIN])
+    communicator = WebsocketCommunicator(application, "/ws/system/", headers=[ORIGIN, HOST])
     connected, _ = await communicator.connect()
     assert connected  # accepted only so the browser sees the reason...
     assert await _close_code(communicator) == 4401  # ...then closed: log in again
@@ -66,7 +67,7 @@ async def test_websocket_without_a_session_is_closed_with_4401():
 
 async def test_session_websocket_receives_heartbeats_sent_by_the_task(viewer_cookie):
     communicator = WebsocketCommunicator(
-        application, "/ws/system/", headers=[ORIGIN, (b"cookie", viewer_cookie)]
+        application, "/ws/system/", headers=[ORIGIN, HOST, (b"cookie", viewer_cookie)]
     )
     connected, _ = await communicator.connect()
     assert connected
@@ -79,7 +80,7 @@ async def test_session_websocket_receives_heartbeats_sent_by_the_task(viewer_coo
 async def test_a_new_connection_gets_the_last_heartbeat_at_once(viewer_cookie):
     await sync_to_async(heartbeat)()
     communicator = WebsocketCommunicator(
-        application, "/ws/system/", headers=[ORIGIN, (b"cookie", viewer_cookie)]
+        application, "/ws/system/", headers=[ORIGIN, HOST, (b"cookie", viewer_cookie)]
     )
     connected, _ = await communicator.connect()
     assert connected

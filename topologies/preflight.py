@@ -96,7 +96,7 @@ def master_service(spec: TopologySpec) -> tuple[str, str, int] | None:
     """(namespace, service, port) named by ``connector.master_address``; None for an IP or external host."""
     host, _, port = spec.connector.master_address.rpartition(":")
     match = _SVC_HOST.match(host)
-    if not match or not port.isdigit():
+    if not match or not (port.isascii() and port.isdigit()):
         return None
     return match.group("ns") or spec.namespace, match.group("name"), int(port)
 

@@ -31,6 +31,15 @@ from topologies.spec import (
     SpecError,
     TopologySpec,
 )
+from topologies.spec_values import (
+    MODEL_NAME_MAX,
+    MODEL_SOURCE_MAX,
+    TEXT_MAX,
+    ascii_int,
+    image_problem,
+    quantity_problem,
+    text_problem,
+)
 
 
 class SpecParser:
@@ -54,7 +63,17 @@ class SpecParser:
             return {}
         return value
 
-    def text(self, src: dict[str, Any], key: str, path: str, default: str | None = None) -> str:
+    def text(
+        self,
+        src: dict[str, Any],
+        key: str,
+        path: str,
+        default: str | None = None,
+        *,
+        limit: int | None = TEXT_MAX,
+    ) -> str:
+        """A trimmed string without control or invisible characters, at most ``limit`` characters
+        (None: the caller checks the length with a message of its own)."""
         value = src.get(key, default)
         if value is None or (isinstance(value, str) and not value.strip()):
             if default is not None:
@@ -64,7 +83,12 @@ class SpecParser:
         if not isinstance(value, str):
             self.err(path, "must be a string")
             return ""
-        return value.strip()
+        value = value.strip()
+        problem = text_problem(value, limit=limit or len(value), example="a shorter value")
+        if problem:
+            self.err(path, problem)
+            return ""
+        return value
 
     def integer(
         self, src: dict[str, Any], key: str, path: str, default: int | None = None, *, lo: int, hi: int
@@ -75,14 +99,32 @@ class SpecParser:
                 return default
             self.err(path, "is required")
             return lo
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            value = int(value.strip())
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.err(path, f"must be a whole number between {lo} and {hi}")
+        number = ascii_int(value)
+        if number is None:
+            self.err(path, f"must be a whole number between {lo} and {hi}, written with the digits 0-9")
             return lo
+        value = number
         if not lo <= value <= hi:
             self.err(path, f"must be between {lo} and {hi} (got {value})")
             return max(lo, min(hi, value))
+        return value
+
+    def check(self, path: str, problem: str | None) -> None:
+        if problem:
+            self.err(path, problem)
+
+    def quantity(self, src: dict[str, Any], key: str, path: str, *, what: str, example: str) -> str:
+        """A Kubernetes quantity; numbers are taken as written (8 → "8")."""
+        raw = src.get(key)
+        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+            raw = str(raw)
+            src = {key: raw}
+        value = self.text(src, key, path, "")
+        if value:
+            problem = quantity_problem(value, what=what, example=example)
+            if problem:
+                self.err(path, problem)
+                return ""
         return value
 
     def choice(
@@ -111,6 +153,13 @@ class SpecParser:
                 continue
             if isinstance(v, bool) or not isinstance(v, (str, int, float)):
                 self.err(f"{path}.{k}", "must be a string")
+                continue
+            # Env values may span lines (\n, \t); nothing else hidden, and nothing huge.
+            problem = text_problem(
+                str(v).replace("\n", " ").replace("\t", " "), limit=TEXT_MAX, example="a shorter value"
+            )
+            if problem:
+                self.err(f"{path}.{k}", problem)
                 continue
             if env and str(v).startswith("secret:") and not SECRET_REF.match(str(v)):
                 self.err(
@@ -143,12 +192,14 @@ class SpecParser:
         namespace = self.text(d, "namespace", "namespace", "default")
         if not DNS_LABEL.match(namespace) or len(namespace) > 63:
             self.err("namespace", "must be a DNS label: lower-case letters, digits and '-', ≤63 characters")
-        model_name = self.text(d, "model_name", "model_name")
-        model_source = self.text(d, "model_source", "model_source", model_name or None)
+        model_name = self.text(d, "model_name", "model_name", limit=MODEL_NAME_MAX)
+        model_source = self.text(
+            d, "model_source", "model_source", model_name or None, limit=MODEL_SOURCE_MAX
+        )
         engine = self.choice(d, "engine", "engine", ENGINES)
-        image = self.text(d, "image", "image")
-        if image and (" " in image or image.startswith("-")):
-            self.err("image", "must be an image reference such as quay.io/ascend/vllm-ascend:v0.10.1")
+        image = self.text(d, "image", "image", limit=None)
+        if image:
+            self.check("image", image_problem(image))
         backend = self.choice(d, "backend", "backend", BACKENDS, "kthena")
         port = self.integer(d, "port", "port", DEFAULT_PORT, lo=1, hi=65535)
         connector = self.parse_connector(self.section(d, "connector", "connector"), engine)
@@ -157,7 +208,9 @@ class SpecParser:
         decode = self.parse_role(self.section(roles, "decode", "roles.decode"), "roles.decode")
         routing_raw = self.section(d, "routing", "routing")
         routing = RoutingSpec(
-            model_name=self.text(routing_raw, "model_name", "routing.model_name", model_name or "model"),
+            model_name=self.text(
+                routing_raw, "model_name", "routing.model_name", model_name or "model", limit=MODEL_NAME_MAX
+            ),
             timeout_seconds=self.integer(
                 routing_raw, "timeout_seconds", "routing.timeout_seconds", 60, lo=1, hi=3600
             ),
@@ -167,12 +220,10 @@ class SpecParser:
             retry_interval_ms=self.integer(
                 routing_raw, "retry_interval_ms", "routing.retry_interval_ms", 100, lo=1, hi=60000
             ),
-            router_image=self.text(routing_raw, "router_image", "routing.router_image", ""),
+            router_image=self.text(routing_raw, "router_image", "routing.router_image", "", limit=None),
         )
-        if routing.router_image and (" " in routing.router_image or routing.router_image.startswith("-")):
-            self.err(
-                "routing.router_image", "must be an image reference such as lmcache/lmstack-router:latest"
-            )
+        if routing.router_image:
+            self.check("routing.router_image", image_problem(routing.router_image))
         slo_raw = self.section(d, "slo", "slo")
         slo = SloSpec(
             ttft_ms=self.integer(slo_raw, "ttft_ms", "slo.ttft_ms", 1000, lo=1, hi=600000),
@@ -215,7 +266,7 @@ class SpecParser:
                     "is required for mooncake-store; set the Mooncake master "
                     "Service address, e.g. mooncake-master.<namespace>.svc:50051",
                 )
-            elif not re.match(r"^[A-Za-z0-9.-]+:\d{1,5}$", master):
+            elif not re.match(r"^[A-Za-z0-9.-]{1,253}:[0-9]{1,5}$", master):
                 self.err(
                     "connector.master_address", "must be host:port, e.g. mooncake-master.default.svc:50051"
                 )
@@ -275,11 +326,8 @@ class SpecParser:
             )
         else:
             for item in shape_raw:
-                try:
-                    size = int(item)
-                except (TypeError, ValueError):
-                    size = 0
-                if size <= 0 or isinstance(item, bool):
+                size = ascii_int(item) or 0
+                if size <= 0:
                     self.err(
                         "connector.cache_desc.shape",
                         f"{item!r} is not a positive size; use whole numbers, e.g. [2048, 128, 1, 576]",
@@ -304,7 +352,14 @@ class SpecParser:
             self.err(f"{path}.extra_args", "must be a list of command-line arguments")
         else:
             for arg in args_raw:
+                if isinstance(arg, bool) or not isinstance(arg, (str, int, float)):
+                    self.err(f"{path}.extra_args", f"{arg!r:.40} is not a command-line argument; use strings")
+                    continue
                 arg = str(arg)
+                problem = text_problem(arg, limit=TEXT_MAX, example="--max-model-len=8192")
+                if problem:
+                    self.err(f"{path}.extra_args", f"{arg[:40]!r}: {problem}")
+                    continue
                 flag = arg.split("=", 1)[0]
                 if flag in MANAGED_FLAGS:
                     self.err(
@@ -336,8 +391,8 @@ class SpecParser:
             node_selector=self.str_map(r, "node_selector", f"{path}.node_selector", env=False),
             extra_args=tuple(args),
             env=self.str_map(r, "env", f"{path}.env", env=True),
-            cpu=self.text(r, "cpu", f"{path}.cpu", ""),
-            memory=self.text(r, "memory", f"{path}.memory", ""),
+            cpu=self.quantity(r, "cpu", f"{path}.cpu", what="CPU", example='"8" or "500m"'),
+            memory=self.quantity(r, "memory", f"{path}.memory", what="memory", example='"64Gi"'),
         )
 
     def parse_rebalancing(self, raw: dict[str, Any], prefill: RoleSpec, decode: RoleSpec) -> RebalancingSpec:

@@ -22,6 +22,7 @@ from topologies.models import Topology
 from topologies.presets import PRESETS
 from topologies.render import to_yaml
 from topologies.spec import SpecError
+from topologies.spec_values import ascii_int
 
 
 @require_GET
@@ -61,10 +62,8 @@ def diff_lines(diff: str) -> list[tuple[str, str]]:
 
 
 def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value not in (None, "") else None
-    except ValueError:
-        return None
+    """An ASCII decimal from a query or form value; None otherwise ("١" is not quietly 1)."""
+    return ascii_int(value) if value not in (None, "") else None
 
 
 @require_GET
@@ -253,7 +252,7 @@ def editor_preflight(request: HttpRequest) -> HttpResponse:
 
 
 @require_POST
-@role_required(Role.VIEWER)
+@role_required(Role.OPERATOR)  # the same rule as POST /api/v1/topologies/<id>/preflight/
 def detail_preflight(request: HttpRequest, pk: int) -> HttpResponse:
     topology = get_object_or_404(Topology.objects.select_related("cluster", "current_revision"), pk=pk)
     findings = services.topology_preflight(topology=topology)

@@ -95,7 +95,7 @@ class KeySerializer(serializers.Serializer[ApiKey]):
     @extend_schema_field(serializers.ListField(child=serializers.ChoiceField(choices=Scope.choices)))
     def get_effective_scopes(self, key: ApiKey) -> list[str]:
         owner = key.owner
-        held = scopes_for_role(owner.role, active=owner.is_active, superuser=owner.is_superuser)
+        held = scopes_for_role(owner.role, active=owner.is_active)
         return sorted(set(key.scopes) & held & scopes_for_kind(key.kind))
 
     @extend_schema_field(serializers.ChoiceField(choices=Status.choices))

@@ -1,6 +1,7 @@
 """Topology API: thin views over topologies.services and selectors.
 
-Roles: viewers read and run preflight (it only reads the cluster); operators create and change
+Roles: viewers read; operators run preflight (it changes nothing, but it calls the cluster's API
+with Tandem's credentials, so it needs the same role on this API and on the pages), create and change
 topologies (every change is a new revision, nothing touches the cluster until a deploy) and delete
 them (which removes their cluster objects through a delete job, answered with 202).
 """
@@ -65,12 +66,12 @@ class TopologyViewSet(
     mixins.DestroyModelMixin,
     viewsets.GenericViewSet[Topology],
 ):
-    """P/D topologies. Viewers read and preflight; operators create, change and delete."""
+    """P/D topologies. Viewers read; operators preflight, create, change and delete."""
 
     serializer_class = TopologySerializer
     filterset_class = TopologyFilterSet
     write_role = Role.OPERATOR
-    action_roles = {"preflight": Role.VIEWER, "preflight_spec": Role.VIEWER}
+    action_roles = {"preflight": Role.OPERATOR, "preflight_spec": Role.OPERATOR}
     required_scopes = {
         "read": Scope.TOPOLOGIES_READ,
         "write": Scope.TOPOLOGIES_WRITE,

@@ -111,7 +111,7 @@ def test_saved_topology_preflight_and_api(sandbox_cluster, api_client, viewer, o
     cluster = _register(sandbox_cluster, "sb-api")
     topology = topology_create(cluster=cluster, spec=_ascend(_namespace(sandbox_cluster)), actor=operator)
     assert topology_preflight(topology=topology) == []
-    api_client.force_authenticate(viewer)
+    api_client.force_authenticate(operator)
     body = api_client.post(f"/api/v1/topologies/{topology.pk}/preflight/", {}, format="json").json()
     assert body == {"ok": True, "error_count": 0, "warning_count": 0, "findings": []}
     spec = _ascend("default")
