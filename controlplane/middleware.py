@@ -6,12 +6,15 @@ in ALLOWED_HOSTS; they must still get an answer. Nothing else is served here.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 
 from controlplane import views
 
+logger = logging.getLogger(__name__)
 HEALTH_PATHS = {"/healthz": views.healthz, "/readyz": views.readyz}
 
 
@@ -24,3 +27,40 @@ class HealthCheckMiddleware:
         if view is not None:
             return view(request)
         return self.get_response(request)
+
+
+class DependencyUnavailableMiddleware:
+    """A request that needed Redis while it is down gets a quick 503 naming Redis, never a 500 or a hang.
+
+    Redis calls have short deadlines (settings ``REDIS_*_SECONDS``), so this answers within about a
+    second. What fails here fails closed: for example a login, whose lockout counters live in Redis, is
+    refused rather than let through uncounted. API paths get the API's error shape.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        import redis
+        from kombu.exceptions import OperationalError
+
+        if not isinstance(exception, (redis.RedisError, OperationalError)):
+            return None
+        logger.warning("%s %s: Redis unavailable: %s", request.method, request.path, exception)
+        message = (
+            f"Redis (cache, login counters and task queue) does not answer: {exception}. "
+            "This request needs it, so it was refused."
+        )
+        if request.path.startswith("/api/"):
+            from controlplane.api.errors import error_body
+
+            body = error_body(
+                "redis_unavailable", message, {"redis": ["retry when /readyz reports redis ok"]}
+            )
+            return JsonResponse(body, status=503, headers={"Retry-After": "5"})
+        response = render(request, "503.html", {"dependency": "Redis", "message": message}, status=503)
+        response["Retry-After"] = "5"
+        return response

@@ -14,6 +14,7 @@ from controlplane.env import (
     env_choice,
     env_int,
     env_list,
+    env_seconds,
     env_str,
     env_url,
 )
@@ -105,6 +106,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
+    "controlplane.middleware.DependencyUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -184,11 +186,20 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Redis socket deadlines: a hung Redis (SIGSTOP, a full network path) costs a request at most this long
+# instead of hanging it; after a failure the cache skips Redis for REDIS_RETRY_SECONDS in that process.
+REDIS_CONNECT_TIMEOUT_SECONDS = env_seconds("REDIS_CONNECT_TIMEOUT_SECONDS", 1.0)
+REDIS_SOCKET_TIMEOUT_SECONDS = env_seconds("REDIS_SOCKET_TIMEOUT_SECONDS", 1.0)
+REDIS_RETRY_SECONDS = env_seconds("REDIS_RETRY_SECONDS", 3.0, minimum=0)
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "controlplane.cache.GuardedRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "tandem"),
+        "OPTIONS": {
+            "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_SECONDS,
+            "socket_timeout": REDIS_SOCKET_TIMEOUT_SECONDS,
+        },
     }
 }
 
@@ -196,16 +207,19 @@ CACHES = {
 # sockets: one Redis round trip per process instead of one per socket, which is what keeps fan-out
 # to hundreds of dashboards fast (bench/telemetry_fanout.py measures both; it is the default). "core"
 # (lists) also lets code outside a consumer receive from a channel across separate event loops.
+# Only a connect deadline here: pub/sub readers wait on idle sockets by design. Sends are bounded
+# in controlplane.broadcast instead.
+_CHANNEL_HOST = {"address": REDIS_URL, "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_SECONDS}
 CHANNEL_LAYER = env_choice("CHANNEL_LAYER", "pubsub", ("core", "pubsub"))
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNEL_PREFIX", "tandem")},
+        "CONFIG": {"hosts": [_CHANNEL_HOST], "prefix": env_str("CHANNEL_PREFIX", "tandem")},
     }
     if CHANNEL_LAYER == "pubsub"
     else {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNEL_PREFIX", "tandem"), "capacity": 1000},
+        "CONFIG": {"hosts": [_CHANNEL_HOST], "prefix": env_str("CHANNEL_PREFIX", "tandem"), "capacity": 1000},
     }
 }
 
@@ -289,7 +303,19 @@ CELERY_TASK_ROUTES = {
 }
 # An unacknowledged task (its worker died) is redelivered after this many seconds.
 CELERY_VISIBILITY_TIMEOUT = env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT,
+    "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_SECONDS,
+    "socket_timeout": REDIS_SOCKET_TIMEOUT_SECONDS,
+}
+CELERY_BROKER_CONNECTION_TIMEOUT = REDIS_CONNECT_TIMEOUT_SECONDS
+# Publishing a task from a web request: give up within about a second rather than hold the request.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0.1,
+    "interval_step": 0.2,
+    "interval_max": 0.3,
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Each app contributes its periodic work here; intervals are seconds.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
