@@ -359,6 +359,7 @@ def deploy_policy_set(
     auto_rollback: bool | None,
     actor: Any,
     source_ip: str | None,
+    keep_failed_first_deploy: bool | None = None,
 ) -> DeployPolicy:
     """Set the topology's ready timeout and automatic rollback (None: use the environment's default)."""
     if ready_timeout_seconds is not None and not 10 <= ready_timeout_seconds <= 24 * 3600:
@@ -366,15 +367,18 @@ def deploy_policy_set(
             "ready timeout out of range",
             fields={"ready_timeout_seconds": ["use 10 to 86400 seconds, or leave empty for the default"]},
         )
-    policy, _ = DeployPolicy.objects.update_or_create(
-        topology=topology,
-        defaults={"ready_timeout_seconds": ready_timeout_seconds, "auto_rollback": auto_rollback},
-    )
+    defaults: dict[str, Any] = {
+        "ready_timeout_seconds": ready_timeout_seconds,
+        "auto_rollback": auto_rollback,
+    }
+    if keep_failed_first_deploy is not None:  # None: leave it as it is
+        defaults["keep_failed_first_deploy"] = keep_failed_first_deploy
+    policy, _ = DeployPolicy.objects.update_or_create(topology=topology, defaults=defaults)
     audit_record(
         action="topology.deploy_policy",
         actor=actor,
         target=topology,
         source_ip=source_ip,
-        detail={"ready_timeout_seconds": ready_timeout_seconds, "auto_rollback": auto_rollback},
+        detail={**defaults, "keep_failed_first_deploy": policy.keep_failed_first_deploy},
     )
     return policy
