@@ -18,7 +18,7 @@ from types import FrameType
 
 from standalone.state import ROOT, load_or_create_secrets, state_dir
 from standalone.steps import DEMO_STEPS, DemoContext, StepFailed
-from standalone.supervisor import Supervisor, wait_for
+from standalone.supervisor import Supervisor, supervise_in_background, wait_for
 
 QUEUES = "default,deploy,inventory,telemetry"
 
@@ -155,18 +155,14 @@ def main() -> int:
             say=say,
         )
         ctx.marks["login page"] = ready_at
+        # From here on a crashed child (Redis, worker, beat, web, sandbox, traffic) is restarted with
+        # back-off and said so; only Ctrl-C or SIGTERM stops Tandem.
+        supervise_in_background(supervisor, stop_requested, say=say)
         _run_demo_steps(ctx, stop_requested)
         if not stop_requested.is_set():
             say(demo_summary(ctx, admin_user))
         while not stop_requested.wait(0.5):
-            dead = supervisor.first_dead()
-            if dead is not None:
-                say(f"tandem: {dead.name} exited ({dead.proc.returncode}); stopping. See {dead.log_path}:")
-                say(dead.log_tail())
-                return 1
-            for child in supervisor.newly_dead_optional():
-                say(f"tandem: {child.name} exited ({child.proc.returncode}); Tandem keeps running.")
-                say(f"See {child.log_path}:\n{child.log_tail(5)}")
+            pass
         say("tandem: stopping")
         return 0
     except (StartupError, StepFailed) as error:
