@@ -298,6 +298,10 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "topologies.tasks.*": {"queue": "deploy"},
     "deployments.tasks.*": {"queue": "deploy"},
+    # The cluster check has a queue (and in every deployment form a worker) of its own, so hung telemetry
+    # or a long deploy cannot delay the check that reports a cluster down.
+    "clusters.tasks.check_cluster": {"queue": "cluster-check"},
+    "clusters.tasks.check_all_clusters": {"queue": "cluster-check"},
     "clusters.tasks.*": {"queue": "inventory"},
     "telemetry.tasks.*": {"queue": "telemetry"},
 }
@@ -320,7 +324,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Each app contributes its periodic work here; intervals are seconds.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 # Every queue a worker must consume to run all of Tandem's work (standalone, compose, k8s).
-TANDEM_QUEUES = ("default", "deploy", "inventory", "telemetry")
+TANDEM_QUEUES = ("default", "deploy", "inventory", "telemetry", "cluster-check")
 # Beat -> worker -> channel layer -> browser: the heartbeat shows the pipeline is alive.
 HEARTBEAT_INTERVAL_SECONDS = env_int("HEARTBEAT_INTERVAL_SECONDS", 5, minimum=1)
 CELERY_BEAT_SCHEDULE["controlplane-heartbeat"] = {
@@ -352,6 +356,10 @@ if TELEMETRY_INTERVAL_SECONDS < 1:
     raise ConfigError("TELEMETRY_INTERVAL_SECONDS must be at least 1 (seconds)")
 # A KV link is "degraded" when its transfer-time p95 exceeds this; SLO alerts need this many
 # consecutive violated (or met) intervals to be raised (or resolved).
+# Each engine scrape's deadline (connect and whole answer); default 0.8 x the interval.
+TELEMETRY_SCRAPE_TIMEOUT_SECONDS = env_seconds(
+    "TELEMETRY_SCRAPE_TIMEOUT_SECONDS", 0.8 * TELEMETRY_INTERVAL_SECONDS
+)
 TELEMETRY_LINK_SLOW_MS = float(env_int("TELEMETRY_LINK_SLOW_MS", 250, minimum=1))
 TELEMETRY_ALERT_INTERVALS = env_int("TELEMETRY_ALERT_INTERVALS", 3, minimum=1)
 CELERY_BEAT_SCHEDULE["telemetry-collect-all"] = {
@@ -364,6 +372,11 @@ CELERY_BEAT_SCHEDULE["telemetry-rollup-and-prune"] = {
     "schedule": 60.0,
     "options": {"expires": 60.0},
 }
+# Kubernetes API deadlines: per attempt (connect, read), health probes' read, and one call with its retries.
+KUBE_CONNECT_TIMEOUT_SECONDS = env_seconds("KUBE_CONNECT_TIMEOUT_SECONDS", 3.0)
+KUBE_READ_TIMEOUT_SECONDS = env_seconds("KUBE_READ_TIMEOUT_SECONDS", 15.0)
+KUBE_PROBE_READ_TIMEOUT_SECONDS = env_seconds("KUBE_PROBE_READ_TIMEOUT_SECONDS", 5.0)
+KUBE_CALL_DEADLINE_SECONDS = env_seconds("KUBE_CALL_DEADLINE_SECONDS", 45.0, minimum=1)
 # Clusters: connectivity, permissions, CRDs and node inventory of every registered cluster.
 CLUSTER_CHECK_SECONDS = env_int("CLUSTER_CHECK_SECONDS", 60, minimum=10)
 CELERY_BEAT_SCHEDULE["clusters-check-all"] = {
