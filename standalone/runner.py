@@ -21,6 +21,9 @@ from standalone.steps import DEMO_STEPS, DemoContext, StepFailed
 from standalone.supervisor import Supervisor, supervise_in_background, wait_for
 
 QUEUES = "default,deploy,inventory,telemetry"
+# The cluster check has a worker of its own, so a hung scrape or a long deploy cannot delay the check
+# that reports a cluster down.
+CHECK_QUEUES = "cluster-check"
 
 
 class StartupError(Exception):
@@ -275,6 +278,27 @@ def _start(
             "INFO",
         ],
     )
+    checks = supervisor.spawn(
+        "checks",
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "controlplane",
+            "worker",
+            "-P",
+            "solo",
+            "-Q",
+            CHECK_QUEUES,
+            "-n",
+            "standalone-checks@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel",
+            "INFO",
+        ],
+    )
     beat = supervisor.spawn(
         "beat",
         [
@@ -297,7 +321,10 @@ def _start(
         return
     if not web_up:
         raise StartupError(f"the web server did not start; see {web.log_path}\n{web.log_tail()}")
-    say(f"tandem: web (pid {web.pid}), worker (pid {worker.pid}), beat (pid {beat.pid}) started")
+    say(
+        f"tandem: web (pid {web.pid}), worker (pid {worker.pid}), checks (pid {checks.pid}), "
+        f"beat (pid {beat.pid}) started"
+    )
 
 
 def _run_demo_steps(ctx: DemoContext, stop_requested: threading.Event) -> None:

@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='deploypolicy',
             name='keep_failed_first_deploy',
-            field=models.BooleanField(default=False, help_text='Leave a failed first deploy's objects in the cluster to inspect them (default: remove).'),
+            field=models.BooleanField(default=False, help_text="Leave a failed first deploy's objects in the cluster to inspect them (default: remove)."),
         ),
     ]
