@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.template.loader import render_to_string
 
 from controlplane import views
 
@@ -45,22 +45,28 @@ class DependencyUnavailableMiddleware:
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         import redis
-        from kombu.exceptions import OperationalError
+        from django.db import InterfaceError
+        from django.db import OperationalError as DatabaseUnavailable
+        from kombu.exceptions import OperationalError as BrokerUnavailable
 
-        if not isinstance(exception, (redis.RedisError, OperationalError)):
+        if isinstance(exception, (redis.RedisError, BrokerUnavailable)):
+            name, code, field = "Redis", "redis_unavailable", "redis"
+            what = "Redis (cache, login counters and task queue)"
+        elif isinstance(exception, (DatabaseUnavailable, InterfaceError)):
+            name, code, field = "PostgreSQL", "database_unavailable", "database"
+            what = "The database"
+        else:
             return None
-        logger.warning("%s %s: Redis unavailable: %s", request.method, request.path, exception)
-        message = (
-            f"Redis (cache, login counters and task queue) does not answer: {exception}. "
-            "This request needs it, so it was refused."
-        )
+        logger.warning("%s %s: %s unavailable: %s", request.method, request.path, name, exception)
+        first = (str(exception).strip().splitlines() or [exception.__class__.__name__])[0]
+        message = f"{what} does not answer: {first}. This request needs it, so it was refused."
         if request.path.startswith("/api/"):
             from controlplane.api.errors import error_body
 
-            body = error_body(
-                "redis_unavailable", message, {"redis": ["retry when /readyz reports redis ok"]}
-            )
+            body = error_body(code, message, {field: [f"retry when /readyz reports {field} ok"]})
             return JsonResponse(body, status=503, headers={"Retry-After": "5"})
-        response = render(request, "503.html", {"dependency": "Redis", "message": message}, status=503)
+        # No request context: context processors may need the very dependency that is down.
+        page = render_to_string("503.html", {"dependency": name, "message": message})
+        response = HttpResponse(page, status=503)
         response["Retry-After"] = "5"
         return response

@@ -11,6 +11,8 @@ import contextlib
 import logging
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
+
 import kube
 from deployments import plan
 from deployments.diagnosis import Diagnosis
@@ -54,6 +56,11 @@ def run(deployment_id: int, *, worker: str) -> str:
     except LostClaim:
         logger.warning("deployment %s: claim lost to another worker", deployment_id)
         return "lost"
+    except (OperationalError, InterfaceError):
+        # The database went away mid-job: the job is not at fault. The task retries with back-off and
+        # resumes it (every step is safe to repeat) once the database answers again.
+        logger.warning("deployment %s: database unavailable; the job resumes when it is back", deployment_id)
+        raise
     except Exception as error:
         logger.exception("deployment %s failed unexpectedly", deployment_id)
         with contextlib.suppress(LostClaim, RuntimeError):

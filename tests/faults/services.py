@@ -13,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
@@ -98,7 +98,7 @@ def _pg_bin(name: str) -> str:
 class PrivatePostgres:
     port: int
     directory: Path
-    env: dict[str, str] = field(default_factory=dict)
+    owner: tuple[int, int] | None = None  # (uid, gid) to run the server as (initdb refuses root)
 
     @property
     def data(self) -> Path:
@@ -107,58 +107,42 @@ class PrivatePostgres:
     def url(self, database: str = "postgres") -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/{database}"
 
-    def _run(self, *args: str) -> None:
-        subprocess.run(args, check=True, capture_output=True, env=self.env, timeout=60)
+    def _run(self, *args: str, check: bool = True) -> None:
+        user, group = self.owner if self.owner is not None else (None, None)
+        subprocess.run(args, check=check, capture_output=True, timeout=60, user=user, group=group, cwd="/tmp")
 
     def init(self) -> None:
         self._run(_pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync")
 
     def start(self) -> None:
         options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.directory} -c fsync=off"
-        self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-o", options, "-w", "-t", "30", "start")
+        log = str(self.directory / "postgres.log")  # the server's output must not hold pg_ctl's pipes open
+        self._run(
+            _pg_bin("pg_ctl"), "-D", str(self.data), "-l", log, "-o", options, "-w", "-t", "30", "start"
+        )
 
     def stop(self) -> None:
-        subprocess.run(
-            [_pg_bin("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"],
-            capture_output=True,
-            env=self.env,
-            timeout=60,
-        )
+        """A fast shutdown (committed data is kept); nothing happens when it is not running."""
+        self._run(_pg_bin("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop", check=False)
 
 
 @contextmanager
 def private_postgres() -> Iterator[PrivatePostgres]:
-    """A throwaway PostgreSQL cluster (initdb in a temporary directory). initdb refuses to run as root, so
-    as root the cluster is owned by the ``postgres`` system user."""
+    """A throwaway PostgreSQL cluster (initdb in a temporary directory, trust auth, loopback only). As root
+    it runs as the ``postgres`` system user, since initdb refuses root."""
     with tempfile.TemporaryDirectory(prefix="tandem-fault-pg-") as directory:
-        env = dict(os.environ)
-        server = PrivatePostgres(port=free_port(), directory=Path(directory), env=env)
+        owner = None
         if os.geteuid() == 0:
             import pwd
 
             user = pwd.getpwnam("postgres")
-            os.chown(directory, user.pw_uid, user.pw_gid)
+            owner = (user.pw_uid, user.pw_gid)
+            os.chown(directory, *owner)
             os.chmod(directory, 0o700)
-            server._run = _as_user(server, user.pw_uid, user.pw_gid)  # type: ignore[method-assign]
-            server.stop = lambda: _as_user(server, user.pw_uid, user.pw_gid)(  # type: ignore[method-assign]
-                _pg_bin("pg_ctl"), "-D", str(server.data), "-m", "fast", "-w", "stop"
-            )
+        server = PrivatePostgres(port=free_port(), directory=Path(directory), owner=owner)
         server.init()
         server.start()
         try:
             yield server
         finally:
             server.stop()
-
-
-def _as_user(server: PrivatePostgres, uid: int, gid: int):  # type: ignore[no-untyped-def]
-    def run(*args: str) -> None:
-        def demote() -> None:
-            os.setgid(gid)
-            os.setuid(uid)
-
-        subprocess.run(
-            args, check=True, capture_output=True, env=server.env, timeout=60, preexec_fn=demote, cwd="/tmp"
-        )
-
-    return run
