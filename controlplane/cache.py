@@ -61,7 +61,7 @@ class _GuardedClient:
             breaker.check()
             try:
                 return attr(*args, **kwargs)
-            except redis.RedisError as error:
+            except (redis.ConnectionError, redis.TimeoutError) as error:  # unreachable, not a bad command
                 breaker.trip(error)
                 raise
 

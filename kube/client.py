@@ -37,6 +37,8 @@ DEFAULT_DEADLINE = 45.0
 def _setting(name: str, default: float) -> float:
     from django.conf import settings
 
+    if not settings.configured:  # kube used outside Django (tools): the built-in defaults
+        return default
     return float(getattr(settings, name, default))
 
 
