@@ -8,20 +8,23 @@ import time
 import kube
 from clusters.checks import REQUIRED_ACCESS, CheckFacts
 from clusters.credentials import ConnectionResult, Credentials, field_for
-from kube.client import PROBE_TIMEOUT
+from kube.client import probe_timeout
 from kube.retry import RetryPolicy
 
 # A person waits on the probe: one quick retry at most.
 PROBE_POLICY = RetryPolicy(max_attempts=2, base_delay=0.2, max_delay=0.5)
+# The periodic check's first call decides "reachable": two attempts, so a frozen API server is reported
+# unreachable within about twice KUBE_PROBE_READ_TIMEOUT_SECONDS.
+CHECK_POLICY = RetryPolicy(max_attempts=2, base_delay=0.5, max_delay=1.0)
 
 
 def probe(conn: kube.ClusterConnection) -> ConnectionResult:
     """Version plus one authenticated call, with short timeouts: can Tandem use these credentials at all?"""
     started = time.monotonic()
     try:
-        version = kube.get_version(conn, timeout=PROBE_TIMEOUT, policy=PROBE_POLICY)
+        version = kube.get_version(conn, timeout=probe_timeout(), policy=PROBE_POLICY)
         latency = (time.monotonic() - started) * 1000
-        kube.access_review(conn, [("list", "", "pods", None)], timeout=PROBE_TIMEOUT)
+        kube.access_review(conn, [("list", "", "pods", None)], timeout=probe_timeout())
     except kube.KubeError as exc:
         return ConnectionResult(ok=False, message=exc.message, error=exc)
     return ConnectionResult(ok=True, version=version, latency_ms=round(latency, 1))
@@ -41,9 +44,11 @@ def gather_facts(conn: kube.ClusterConnection) -> tuple[CheckFacts, list[kube.No
     """Run every check against the cluster. Stops at the first error that makes the cluster unusable."""
     started = time.monotonic()
     try:
-        version = kube.get_version(conn)
+        version = kube.get_version(conn, policy=CHECK_POLICY)
         latency = round((time.monotonic() - started) * 1000, 1)
-        reviews = kube.access_review(conn, [(n.verb, n.group, n.resource, None) for n in REQUIRED_ACCESS])
+        reviews = kube.access_review(
+            conn, [(n.verb, n.group, n.resource, None) for n in REQUIRED_ACCESS], timeout=probe_timeout()
+        )
     except (kube.KubeUnreachable, kube.KubeUnauthorized) as exc:
         return CheckFacts(reachable=False, error=exc.message), []
     except kube.KubeError as exc:

@@ -173,9 +173,22 @@ def _save_new(
 
 
 def _queue_check(cluster_id: int) -> None:
+    transaction.on_commit(lambda: _send_check(cluster_id))
+
+
+def _send_check(cluster_id: int) -> None:
+    """The full check after registration or a credential change. Without Redis the change still stands:
+    the periodic check (CLUSTER_CHECK_SECONDS) runs it once Redis is back."""
+    from kombu.exceptions import OperationalError
+
     from clusters.tasks import check_cluster
 
-    check_cluster.delay_on_commit(cluster_id)
+    try:
+        check_cluster.delay(cluster_id)
+    except OperationalError as error:
+        logger.warning(
+            "cluster %s: full check not queued (Redis: %s); the periodic check runs it", cluster_id, error
+        )
 
 
 def cluster_update(

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
+
+logger = logging.getLogger(__name__)
 
 
 def topology_group(topology_id: int) -> str:
@@ -32,7 +37,25 @@ def send_now(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    async_to_sync(layer.group_send)(group, {"type": "broadcast.event", "payload": message})
+    deadline = 2 * float(getattr(settings, "REDIS_SOCKET_TIMEOUT_SECONDS", 1.0))
+
+    async def send() -> None:
+        await asyncio.wait_for(
+            layer.group_send(group, {"type": "broadcast.event", "payload": message}), timeout=deadline
+        )
+
+    # Live events are best effort: pages re-fetch their state on reconnect. A Redis outage must not
+    # hang or fail the request (or task) whose commit the event announces.
+    try:
+        async_to_sync(send)()
+    except (TimeoutError, OSError, ConnectionError) as error:
+        logger.warning("event to %s not sent: Redis did not take it (%s)", group, error or "timeout")
+    except Exception as error:
+        import redis
+
+        if not isinstance(error, redis.RedisError):
+            raise
+        logger.warning("event to %s not sent: Redis did not take it (%s)", group, error)
 
 
 def broadcast_on_commit(group: str, message: dict[str, Any]) -> None:

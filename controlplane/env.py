@@ -49,6 +49,20 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return value
 
 
+def env_seconds(name: str, default: float, *, minimum: float = 0.05) -> float:
+    """A duration in seconds (decimals allowed), at least ``minimum``."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not a number of seconds; use e.g. {default}") from None
+    if not value >= minimum or value == float("inf"):
+        raise ConfigError(f"{name}={raw!r} is out of range; it must be at least {minimum} seconds")
+    return value
+
+
 def env_list(
     name: str, default: list[str] | None = None, *, hint: str = "a comma-separated list"
 ) -> list[str]:

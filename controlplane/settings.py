@@ -15,6 +15,7 @@ from controlplane.env import (
     env_choice,
     env_int,
     env_list,
+    env_seconds,
     env_str,
     env_url,
 )
@@ -122,6 +123,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "keys.middleware.KeyGrantMiddleware",
+    "controlplane.middleware.DependencyUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "controlplane.urls"
@@ -201,11 +203,20 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Redis socket deadlines: a hung Redis (SIGSTOP, a full network path) costs a request at most this long
+# instead of hanging it; after a failure the cache skips Redis for REDIS_RETRY_SECONDS in that process.
+REDIS_CONNECT_TIMEOUT_SECONDS = env_seconds("REDIS_CONNECT_TIMEOUT_SECONDS", 1.0)
+REDIS_SOCKET_TIMEOUT_SECONDS = env_seconds("REDIS_SOCKET_TIMEOUT_SECONDS", 1.0)
+REDIS_RETRY_SECONDS = env_seconds("REDIS_RETRY_SECONDS", 3.0, minimum=0)
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "controlplane.cache.GuardedRedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "tandem"),
+        "OPTIONS": {
+            "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_SECONDS,
+            "socket_timeout": REDIS_SOCKET_TIMEOUT_SECONDS,
+        },
     }
 }
 
@@ -213,16 +224,19 @@ CACHES = {
 # sockets: one Redis round trip per process instead of one per socket, which is what keeps fan-out
 # to hundreds of dashboards fast (bench/telemetry_fanout.py measures both; it is the default). "core"
 # (lists) also lets code outside a consumer receive from a channel across separate event loops.
+# Only a connect deadline here: pub/sub readers wait on idle sockets by design. Sends are bounded
+# in controlplane.broadcast instead.
+_CHANNEL_HOST = {"address": REDIS_URL, "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_SECONDS}
 CHANNEL_LAYER = env_choice("CHANNEL_LAYER", "pubsub", ("core", "pubsub"))
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNEL_PREFIX", "tandem")},
+        "CONFIG": {"hosts": [_CHANNEL_HOST], "prefix": env_str("CHANNEL_PREFIX", "tandem")},
     }
     if CHANNEL_LAYER == "pubsub"
     else {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env_str("CHANNEL_PREFIX", "tandem"), "capacity": 1000},
+        "CONFIG": {"hosts": [_CHANNEL_HOST], "prefix": env_str("CHANNEL_PREFIX", "tandem"), "capacity": 1000},
     }
 }
 
@@ -323,17 +337,33 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "topologies.tasks.*": {"queue": "deploy"},
     "deployments.tasks.*": {"queue": "deploy"},
+    # The cluster check has a queue (and in every deployment form a worker) of its own, so hung telemetry
+    # or a long deploy cannot delay the check that reports a cluster down.
+    "clusters.tasks.check_cluster": {"queue": "cluster-check"},
+    "clusters.tasks.check_all_clusters": {"queue": "cluster-check"},
     "clusters.tasks.*": {"queue": "inventory"},
     "telemetry.tasks.*": {"queue": "telemetry"},
 }
 # An unacknowledged task (its worker died) is redelivered after this many seconds.
 CELERY_VISIBILITY_TIMEOUT = env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT,
+    "socket_connect_timeout": REDIS_CONNECT_TIMEOUT_SECONDS,
+    "socket_timeout": REDIS_SOCKET_TIMEOUT_SECONDS,
+}
+CELERY_BROKER_CONNECTION_TIMEOUT = REDIS_CONNECT_TIMEOUT_SECONDS
+# Publishing a task from a web request: give up within about a second rather than hold the request.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0.1,
+    "interval_step": 0.2,
+    "interval_max": 0.3,
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # Each app contributes its periodic work here; intervals are seconds.
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
 # Every queue a worker must consume to run all of Tandem's work (standalone, compose, k8s).
-TANDEM_QUEUES = ("default", "deploy", "inventory", "telemetry")
+TANDEM_QUEUES = ("default", "deploy", "inventory", "telemetry", "cluster-check")
 # Beat -> worker -> channel layer -> browser: the heartbeat shows the pipeline is alive.
 HEARTBEAT_INTERVAL_SECONDS = env_int("HEARTBEAT_INTERVAL_SECONDS", 5, minimum=1)
 CELERY_BEAT_SCHEDULE["controlplane-heartbeat"] = {
@@ -365,6 +395,10 @@ if TELEMETRY_INTERVAL_SECONDS < 1:
     raise ConfigError("TELEMETRY_INTERVAL_SECONDS must be at least 1 (seconds)")
 # A KV link is "degraded" when its transfer-time p95 exceeds this; SLO alerts need this many
 # consecutive violated (or met) intervals to be raised (or resolved).
+# Each engine scrape's deadline (connect and whole answer); default 0.8 x the interval.
+TELEMETRY_SCRAPE_TIMEOUT_SECONDS = env_seconds(
+    "TELEMETRY_SCRAPE_TIMEOUT_SECONDS", 0.8 * TELEMETRY_INTERVAL_SECONDS
+)
 TELEMETRY_LINK_SLOW_MS = float(env_int("TELEMETRY_LINK_SLOW_MS", 250, minimum=1))
 TELEMETRY_ALERT_INTERVALS = env_int("TELEMETRY_ALERT_INTERVALS", 3, minimum=1)
 CELERY_BEAT_SCHEDULE["telemetry-collect-all"] = {
@@ -377,6 +411,11 @@ CELERY_BEAT_SCHEDULE["telemetry-rollup-and-prune"] = {
     "schedule": 60.0,
     "options": {"expires": 60.0},
 }
+# Kubernetes API deadlines: per attempt (connect, read), health probes' read, and one call with its retries.
+KUBE_CONNECT_TIMEOUT_SECONDS = env_seconds("KUBE_CONNECT_TIMEOUT_SECONDS", 3.0)
+KUBE_READ_TIMEOUT_SECONDS = env_seconds("KUBE_READ_TIMEOUT_SECONDS", 15.0)
+KUBE_PROBE_READ_TIMEOUT_SECONDS = env_seconds("KUBE_PROBE_READ_TIMEOUT_SECONDS", 5.0)
+KUBE_CALL_DEADLINE_SECONDS = env_seconds("KUBE_CALL_DEADLINE_SECONDS", 45.0, minimum=1)
 # Clusters: connectivity, permissions, CRDs and node inventory of every registered cluster.
 CLUSTER_CHECK_SECONDS = env_int("CLUSTER_CHECK_SECONDS", 60, minimum=10)
 # Keys: hourly usage and last use copied from Redis into the database, off the request path.

@@ -32,6 +32,17 @@ class DeployPolicyForm(forms.Form):
         },
     )
 
+    keep_failed_first_deploy = forms.ChoiceField(
+        required=False,
+        choices=[("", "unchanged"), ("remove", "remove"), ("keep", "keep")],
+        label="Failed first deploy",
+        error_messages={"invalid_choice": "choose remove (the default) or keep (to inspect it)"},
+    )
+
+    def clean_keep_failed_first_deploy(self) -> bool | None:
+        value = self.cleaned_data.get("keep_failed_first_deploy") or ""
+        return {"keep": True, "remove": False}.get(value)
+
     def clean_auto_rollback(self) -> bool | None:
         value = self.cleaned_data.get("auto_rollback") or ""
         return {"on": True, "off": False}.get(value)

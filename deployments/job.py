@@ -117,6 +117,12 @@ def deploy_options(deployment: Deployment) -> tuple[float, bool]:
     return float(policy.effective_ready_timeout_seconds), policy.effective_auto_rollback
 
 
+def keep_failed_first_deploy(deployment: Deployment) -> bool:
+    """Whether the topology's deploy policy keeps a failed first deploy's objects for inspection."""
+    found = DeployPolicy.objects.filter(topology=deployment.topology).first() if deployment.topology else None
+    return bool(found and found.keep_failed_first_deploy)
+
+
 def connection(deployment: Deployment) -> kube.ClusterConnection:
     from clusters.selectors import cluster_connection
 

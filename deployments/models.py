@@ -155,6 +155,10 @@ class DeployPolicy(models.Model):
     auto_rollback = models.BooleanField(
         null=True, blank=True, help_text="Return to the last good revision when a deploy fails (default on)."
     )
+    keep_failed_first_deploy = models.BooleanField(
+        default=False,
+        help_text="Leave a failed first deploy's objects in the cluster to inspect them (default: remove).",
+    )
 
     def __str__(self) -> str:
         return f"deploy policy of topology {self.topology_id}"

@@ -11,10 +11,20 @@ import contextlib
 import logging
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
+
 import kube
 from deployments import plan
 from deployments.diagnosis import Diagnosis
-from deployments.job import Cancelled, Job, LostClaim, claim, connection, deploy_options
+from deployments.job import (
+    Cancelled,
+    Job,
+    LostClaim,
+    claim,
+    connection,
+    deploy_options,
+    keep_failed_first_deploy,
+)
 from deployments.models import Kind, State
 from deployments.readiness import wait_ready
 from deployments.removal import run_delete
@@ -46,6 +56,11 @@ def run(deployment_id: int, *, worker: str) -> str:
     except LostClaim:
         logger.warning("deployment %s: claim lost to another worker", deployment_id)
         return "lost"
+    except (OperationalError, InterfaceError):
+        # The database went away mid-job: the job is not at fault. The task retries with back-off and
+        # resumes it (every step is safe to repeat) once the database answers again.
+        logger.warning("deployment %s: database unavailable; the job resumes when it is back", deployment_id)
+        raise
     except Exception as error:
         logger.exception("deployment %s failed unexpectedly", deployment_id)
         with contextlib.suppress(LostClaim, RuntimeError):
@@ -213,7 +228,41 @@ def _fail(job: Job, error: str, diagnosis: list[Diagnosis]) -> None:
         _rollback(job, previous, reason=error)
         return
     why = "automatic rollback is off" if not auto else "there is no earlier good revision to return to"
+    if previous is None and deployment.kind in (Kind.DEPLOY, Kind.SCALE) and deployment.revision is not None:
+        why += "; " + _remove_failed_first_deploy(job, list(deployment.revision.manifests))
     job.move(State.FAILED, f"Deployment failed; {why}")
+
+
+def _remove_failed_first_deploy(job: Job, manifests: list[Any]) -> str:
+    """A failed first deploy leaves nothing running (pods holding accelerators, a half-made route) unless
+    the topology's deploy policy keeps it for inspection. Only objects carrying the topology's labels go."""
+    deployment = job.load()
+    assert deployment.topology is not None
+    if keep_failed_first_deploy(deployment):
+        deployment_step_add(
+            deployment=deployment,
+            message="Kept the failed first deploy's objects in the cluster, as the deploy policy says",
+        )
+        return "its objects were kept for inspection (deploy policy)"
+    try:
+        conn = connection(deployment)
+        removed = []
+        for api_version, kind, namespace, name in plan.prune_keys(manifests, []):
+            live = kube.get_object(conn, api_version, kind, namespace or None, name)
+            if plan.owned_by_topology(live, deployment.topology.pk) and kube.delete_object(
+                conn, api_version, kind, namespace or None, name
+            ):
+                removed.append(f"{kind}/{name}")
+    except kube.KubeError as error:
+        deployment_step_add(deployment=job.load(), message=f"Could not remove what was applied: {error}")
+        return f"removing what it applied failed ({error.message}); delete the topology to clean up"
+    deployment_step_add(
+        deployment=job.load(),
+        message=f"Removed {len(removed)} objects the failed first deploy had applied"
+        + (": " + ", ".join(removed) if removed else ""),
+        detail={"removed": removed},
+    )
+    return f"removed the {len(removed)} objects it had applied"
 
 
 def _rollback(job: Job, target: Any, *, reason: str) -> None:

@@ -12,6 +12,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from controlplane.api.errors import Conflict, DomainError
 from controlplane.broadcast import broadcast_on_commit, topology_group
+from controlplane.redis_guard import require_broker
 from deployments.drift import Difference, manifest_differences, object_key
 from deployments.models import ACTIVE_STATES, Deployment, DeploymentStep, DeployPolicy, Kind, State
 
@@ -87,6 +88,7 @@ def deployment_start(
 
     if kind not in Kind.values:
         raise DomainError(f"unknown deployment kind {kind!r}", fields={"kind": [f"use one of {Kind.values}"]})
+    require_broker(what=f"the {kind} was not started")
     # The caller's object may be stale (revisions saved since it was read): decide on the stored row.
     topology = TopologyModel.objects.select_related("current_revision", "deployed_revision").get(
         pk=topology.pk
@@ -128,10 +130,30 @@ def deployment_start(
         source_ip=source_ip,
         detail={"deployment": deployment.pk, "revision": deployment.revision_number, **(params or {})},
     )
+    transaction.on_commit(lambda: deployment_enqueue(deployment_id=deployment.pk))
+    return deployment
+
+
+def deployment_enqueue(*, deployment_id: int) -> bool:
+    """Hand a committed job to the workers. If Redis went away between the check and the commit, the job
+    stays queued and says so; the reaper sends it again once Redis is back. Returns whether it was sent."""
+    from kombu.exceptions import OperationalError
+
     from deployments.tasks import run_deployment
 
-    run_deployment.delay_on_commit(deployment.pk)
-    return deployment
+    try:
+        run_deployment.delay(deployment_id)
+    except OperationalError as error:
+        logger.warning("deployment %s: not handed to a worker yet: %s", deployment_id, error)
+        deployment = Deployment.objects.filter(pk=deployment_id).first()
+        if deployment is not None:
+            deployment_step_add(
+                deployment=deployment,
+                message="Saved, but Redis did not take the job; it starts when Redis is back",
+                detail={"error": str(error)[:500]},
+            )
+        return False
+    return True
 
 
 @transaction.atomic
@@ -172,6 +194,7 @@ def topology_scale_start(
     from topologies.services import topology_update
     from topologies.spec import SpecError
 
+    require_broker(what="the scale was not started")
     locked = TopologyModel.objects.select_for_update().get(pk=topology.pk)
     if Deployment.objects.filter(topology=locked, state__in=ACTIVE_STATES).exists():
         raise _running_conflict(locked)
@@ -253,6 +276,7 @@ def topology_drift_record(*, topology: Topology, differences: list[dict[str, Any
     """Store the drift check's result; True when the state changed."""
     from topologies.models import Topology as TopologyModel
 
+    require_broker(what="the scale was not started")
     locked = TopologyModel.objects.select_for_update().get(pk=topology.pk)
     state = "drifted" if differences else "in_sync"
     texts = [str(d["text"]) for d in differences][:100]
@@ -335,6 +359,7 @@ def deploy_policy_set(
     auto_rollback: bool | None,
     actor: Any,
     source_ip: str | None,
+    keep_failed_first_deploy: bool | None = None,
 ) -> DeployPolicy:
     """Set the topology's ready timeout and automatic rollback (None: use the environment's default)."""
     if ready_timeout_seconds is not None and not 10 <= ready_timeout_seconds <= 24 * 3600:
@@ -342,15 +367,18 @@ def deploy_policy_set(
             "ready timeout out of range",
             fields={"ready_timeout_seconds": ["use 10 to 86400 seconds, or leave empty for the default"]},
         )
-    policy, _ = DeployPolicy.objects.update_or_create(
-        topology=topology,
-        defaults={"ready_timeout_seconds": ready_timeout_seconds, "auto_rollback": auto_rollback},
-    )
+    defaults: dict[str, Any] = {
+        "ready_timeout_seconds": ready_timeout_seconds,
+        "auto_rollback": auto_rollback,
+    }
+    if keep_failed_first_deploy is not None:  # None: leave it as it is
+        defaults["keep_failed_first_deploy"] = keep_failed_first_deploy
+    policy, _ = DeployPolicy.objects.update_or_create(topology=topology, defaults=defaults)
     audit_record(
         action="topology.deploy_policy",
         actor=actor,
         target=topology,
         source_ip=source_ip,
-        detail={"ready_timeout_seconds": ready_timeout_seconds, "auto_rollback": auto_rollback},
+        detail={**defaults, "keep_failed_first_deploy": policy.keep_failed_first_deploy},
     )
     return policy

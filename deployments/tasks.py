@@ -8,6 +8,7 @@ import socket
 from celery import shared_task
 from celery.app.task import Task
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
 from deployments import runner
 
@@ -22,6 +23,11 @@ def worker_name() -> str:
     acks_late=True,
     reject_on_worker_lost=True,
     max_retries=None,
+    # The database unavailable (restart, failover): retry with back-off up to 30 s apart, then resume.
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=1,
+    retry_backoff_max=30,
+    retry_jitter=False,
     # The job bounds itself (ready timeout per attempt, short timeouts on every cluster call), so the
     # global task time limit, sized for short tasks, must not cut a deploy and its rollback short.
     soft_time_limit=4 * 3600,

@@ -140,6 +140,7 @@ def topology_deploy_policy(request: HttpRequest, pk: int) -> HttpResponse:
             topology=topology,
             ready_timeout_seconds=form.cleaned_data["ready_timeout_seconds"],
             auto_rollback=form.cleaned_data["auto_rollback"],
+            keep_failed_first_deploy=form.cleaned_data["keep_failed_first_deploy"],
             actor=request.user,
             source_ip=client_ip(request),
         )
@@ -150,7 +151,8 @@ def topology_deploy_policy(request: HttpRequest, pk: int) -> HttpResponse:
     messages.success(
         request,
         f"Deploy policy saved: ready timeout {policy.effective_ready_timeout_seconds} s, "
-        f"auto-rollback {'on' if policy.effective_auto_rollback else 'off'}.",
+        f"auto-rollback {'on' if policy.effective_auto_rollback else 'off'}, a failed first deploy is "
+        f"{'kept' if policy.keep_failed_first_deploy else 'removed'}.",
     )
     return _back(pk)
 

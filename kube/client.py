@@ -27,8 +27,35 @@ from kube.retry import DEFAULT_POLICY, Action, RetryPolicy, decide
 logger = logging.getLogger(__name__)
 
 # (connect, read) seconds: short on purpose; a slow cluster should say so rather than hang a worker.
+# The settings KUBE_CONNECT_TIMEOUT_SECONDS, KUBE_READ_TIMEOUT_SECONDS and KUBE_PROBE_READ_TIMEOUT_SECONDS
+# override them; KUBE_CALL_DEADLINE_SECONDS bounds one call with all its retries.
 DEFAULT_TIMEOUT: tuple[float, float] = (3.0, 15.0)
 PROBE_TIMEOUT: tuple[float, float] = (3.0, 5.0)
+DEFAULT_DEADLINE = 45.0
+
+
+def _setting(name: str, default: float) -> float:
+    from django.conf import settings
+
+    if not settings.configured:  # kube used outside Django (tools): the built-in defaults
+        return default
+    return float(getattr(settings, name, default))
+
+
+def default_timeout() -> tuple[float, float]:
+    """(connect, read) seconds for an ordinary call."""
+    return (
+        _setting("KUBE_CONNECT_TIMEOUT_SECONDS", DEFAULT_TIMEOUT[0]),
+        _setting("KUBE_READ_TIMEOUT_SECONDS", DEFAULT_TIMEOUT[1]),
+    )
+
+
+def probe_timeout() -> tuple[float, float]:
+    """(connect, read) seconds for health probes (version, access reviews): they must answer quickly."""
+    return (
+        _setting("KUBE_CONNECT_TIMEOUT_SECONDS", PROBE_TIMEOUT[0]),
+        _setting("KUBE_PROBE_READ_TIMEOUT_SECONDS", PROBE_TIMEOUT[1]),
+    )
 
 
 @dataclass(frozen=True)
@@ -165,8 +192,9 @@ def request(
     content_type: str | None = None,
     accept: str = "application/json",
     action: str = "",
-    timeout: tuple[float, float] = DEFAULT_TIMEOUT,
+    timeout: tuple[float, float] | None = None,
     policy: RetryPolicy = DEFAULT_POLICY,
+    deadline: float | None = None,
     allow: tuple[int, ...] = (),
     on_conflict: Callable[[], Any] | None = None,
     sleep: Callable[[float], None] = time.sleep,
@@ -174,7 +202,16 @@ def request(
     """One HTTP call with the retry policy applied; non-2xx answers (except ``allow``) raise KubeError.
 
     ``on_conflict``: for updates carrying a resourceVersion — called on 409 to re-read and return a new body.
+    ``timeout`` is (connect, read) seconds per attempt; ``deadline`` bounds the call with its retries (no
+    retry starts that could not finish in time). Both default to the KUBE_* settings.
     """
+    timeout = timeout or default_timeout()
+    budget = deadline if deadline is not None else _setting("KUBE_CALL_DEADLINE_SECONDS", DEFAULT_DEADLINE)
+    started = time.monotonic()
+
+    def in_time(delay: float) -> bool:
+        return time.monotonic() - started + delay + timeout[0] < budget
+
     params = {k: v for k, v in (query or {}).items() if v is not None and v != ""}
     url = conn.server.rstrip("/") + path + (("?" + urlencode(params)) if params else "")
     if body is not None and content_type is None:
@@ -198,7 +235,7 @@ def request(
                 ) from None
             decision = decide(attempt=attempt, status=None, connection_error=True, policy=policy)
             tls = "ssl" in str(exc).lower() or "certificate" in str(exc).lower()
-            if decision.retry and not tls:
+            if decision.retry and not tls and in_time(decision.delay):
                 logger.info("retrying %s on %s after connection error", action, conn.label)
                 sleep(decision.delay)
                 continue
@@ -217,7 +254,7 @@ def request(
         if decision.action is Action.REREAD and on_conflict is not None:
             body = on_conflict()
             continue
-        if decision.action is Action.RETRY:
+        if decision.action is Action.RETRY and in_time(decision.delay):
             logger.info("retrying %s on %s after HTTP %s", action, conn.label, response.status)
             sleep(decision.delay)
             continue

@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
-from kube.client import PROBE_TIMEOUT, ClusterConnection, request
+from kube.client import ClusterConnection, probe_timeout, request
 from kube.errors import KubeError
 from kube.retry import DEFAULT_POLICY, RetryPolicy
 
@@ -51,10 +51,11 @@ class NodeInfo:
 def get_version(
     conn: ClusterConnection,
     *,
-    timeout: tuple[float, float] = PROBE_TIMEOUT,
+    timeout: tuple[float, float] | None = None,
     policy: RetryPolicy = DEFAULT_POLICY,
 ) -> str:
     """``gitVersion`` from ``/version`` (e.g. "v1.31.2")."""
+    timeout = timeout or probe_timeout()
     data = (
         request(conn, "GET", "/version", action="read the version", timeout=timeout, policy=policy).json()
         or {}

@@ -141,6 +141,29 @@ class SandboxCluster:
     def pid(self) -> int | None:
         return self._process.pid if self._process else None
 
+    # -- API server faults (sandbox/apiserver/faults.py) ---------------------------------------
+    def api_fault(self, kind: str, **options: Any) -> dict[str, Any]:
+        """Inject a fault into the API server (5xx, 429 + Retry-After, latency, freeze, watch 410)."""
+        status, answer = self._fault_call("POST", {"kind": kind, **options})
+        if status != 201:
+            raise SandboxError(f"API server refused the fault: {answer}")
+        return dict(answer["fault"])
+
+    def api_faults(self) -> list[dict[str, Any]]:
+        return list(self._fault_call("GET")[1]["faults"])
+
+    def clear_api_faults(self, kind: str | None = None) -> int:
+        """Remove the API server's faults (all, or of one kind); frozen requests are then answered."""
+        return int(self._fault_call("DELETE", query=f"?kind={kind}" if kind else "")[1]["cleared"])
+
+    def _fault_call(
+        self, method: str, body: dict[str, Any] | None = None, query: str = ""
+    ) -> tuple[int, Any]:
+        from sandbox.apiserver.faults import CONTROL_PATH
+        from sandbox.faultclient import call
+
+        return call(self.server, self.token, method, CONTROL_PATH + query, body, ca_path=self.ca_path)
+
     # -- clients ------------------------------------------------------------------------------
     @property
     def kubectl_kubeconfig_path(self) -> Path:

@@ -18,9 +18,12 @@ from types import FrameType
 
 from standalone.state import ROOT, load_or_create_secrets, state_dir
 from standalone.steps import DEMO_STEPS, DemoContext, StepFailed
-from standalone.supervisor import Supervisor, wait_for
+from standalone.supervisor import Supervisor, supervise_in_background, wait_for
 
 QUEUES = "default,deploy,inventory,telemetry"
+# The cluster check has a worker of its own, so a hung scrape or a long deploy cannot delay the check
+# that reports a cluster down.
+CHECK_QUEUES = "cluster-check"
 
 
 class StartupError(Exception):
@@ -176,18 +179,14 @@ def main() -> int:
             say=say,
         )
         ctx.marks["login page"] = ready_at
+        # From here on a crashed child (Redis, worker, beat, web, sandbox, traffic) is restarted with
+        # back-off and said so; only Ctrl-C or SIGTERM stops Tandem.
+        supervise_in_background(supervisor, stop_requested, say=say)
         _run_demo_steps(ctx, stop_requested)
         if not stop_requested.is_set():
             say(demo_summary(ctx, admin_user))
         while not stop_requested.wait(0.5):
-            dead = supervisor.first_dead()
-            if dead is not None:
-                say(f"tandem: {dead.name} exited ({dead.proc.returncode}); stopping. See {dead.log_path}:")
-                say(dead.log_tail())
-                return 1
-            for child in supervisor.newly_dead_optional():
-                say(f"tandem: {child.name} exited ({child.proc.returncode}); Tandem keeps running.")
-                say(f"See {child.log_path}:\n{child.log_tail(5)}")
+            pass
         say("tandem: stopping")
         return 0
     except (StartupError, StepFailed) as error:
@@ -285,6 +284,27 @@ def _start(
             "INFO",
         ],
     )
+    checks = supervisor.spawn(
+        "checks",
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "controlplane",
+            "worker",
+            "-P",
+            "solo",
+            "-Q",
+            CHECK_QUEUES,
+            "-n",
+            "standalone-checks@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--loglevel",
+            "INFO",
+        ],
+    )
     beat = supervisor.spawn(
         "beat",
         [
@@ -307,7 +327,10 @@ def _start(
         return
     if not web_up:
         raise StartupError(f"the web server did not start; see {web.log_path}\n{web.log_tail()}")
-    say(f"tandem: web (pid {web.pid}), worker (pid {worker.pid}), beat (pid {beat.pid}) started")
+    say(
+        f"tandem: web (pid {web.pid}), worker (pid {worker.pid}), checks (pid {checks.pid}), "
+        f"beat (pid {beat.pid}) started"
+    )
 
 
 def _run_demo_steps(ctx: DemoContext, stop_requested: threading.Event) -> None:

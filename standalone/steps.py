@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -141,9 +143,26 @@ def _last_line(result: subprocess.CompletedProcess[str], default: str) -> str:
 def _start_sandbox(ctx: DemoContext) -> str:
     kubeconfig = _sandbox_kubeconfig(ctx)
     kubeconfig.unlink(missing_ok=True)  # a previous run's file points at a server that is gone
+    # A fixed port and token: if the sandbox crashes and is restarted, the registered cluster still
+    # points at it (it comes back empty, as a rebuilt cluster would).
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    token = secrets.token_urlsafe(24)
     ctx.spawn(
         "sandbox",
-        [sys.executable, "-m", "sandbox", "up", "--kubeconfig", str(kubeconfig)],
+        [
+            sys.executable,
+            "-m",
+            "sandbox",
+            "up",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--port",
+            str(port),
+            "--token",
+            token,
+        ],
         ready_text="sandbox ready:",
         timeout=90,
     )
@@ -161,7 +180,9 @@ def _demo_topology(ctx: DemoContext, name: str | None) -> dict[str, Any]:
     """The demo topology as the API shows it: by name on the sandbox cluster."""
     found = ctx.api().get("/api/v1/topologies/?page_size=200")["results"]
     on_sandbox = [t for t in found if t["cluster_name"] == SANDBOX_CLUSTER]
-    chosen = [t for t in on_sandbox if t["name"] == name] or on_sandbox
+    chosen = [t for t in on_sandbox if t["name"] == name] if name else on_sandbox
+    if name and not chosen:
+        raise StepFailed(f"the API lists no topology {name!r} on the sandbox cluster")
     if not chosen:
         raise StepFailed("the API lists no topology on the sandbox cluster")
     return dict(chosen[0])
@@ -197,12 +218,18 @@ def _wait_deployment(ctx: DemoContext, deployment: dict[str, Any], timeout: floa
     return deployment
 
 
+def demo_topology_name(line: str) -> str | None:
+    """The topology named by deploy_demo's last line ("demo topology NAME: deployment #3 queued",
+    "demo topology NAME already running revision 2"): a topology name never ends in punctuation."""
+    named = re.match(r"demo topology ([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)", line)
+    return named.group(1) if named else None
+
+
 def _deploy_demo(ctx: DemoContext) -> str:
     # deploy_demo creates the topology (once) and queues its deploy; the worker started with Tandem
     # runs it, and this follows it through the API (all pods Ready, or the diagnosis).
     said = _last_line(ctx.manage("deploy_demo", "--cluster", SANDBOX_CLUSTER, timeout=120), "")
-    named = re.match(r"demo topology (\S+)", said)
-    topology = _demo_topology(ctx, named.group(1) if named else None)
+    topology = _demo_topology(ctx, demo_topology_name(said))
     history = ctx.api().get(f"/api/v1/deployments/?topology={topology['id']}")["results"]
     verb = "deployed"
     if "already running" in said or not history:

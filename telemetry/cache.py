@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import cast
 
+import redis
 from django.core.cache import cache
 
 from telemetry.assemble import CollectorState, empty_state
 from telemetry.snapshot import TopologySnapshot
 
+logger = logging.getLogger(__name__)
 SNAPSHOT_TTL = 24 * 3600
 STATE_TTL = 3600
 
@@ -29,11 +32,21 @@ def _lock_key(topology_id: int) -> str:
 
 
 def get_snapshot(topology_id: int) -> TopologySnapshot | None:
-    return cast("TopologySnapshot | None", cache.get(_snapshot_key(topology_id)))
+    """The latest snapshot, or None when there is none or Redis does not answer (readers fall back to the
+    copy in the database: pages stay up through a Redis outage, with figures as old as that copy)."""
+    try:
+        return cast("TopologySnapshot | None", cache.get(_snapshot_key(topology_id)))
+    except redis.RedisError as error:
+        logger.warning("telemetry snapshot %s read from the database: Redis: %s", topology_id, error)
+        return None
 
 
 def get_snapshots(topology_ids: list[int]) -> dict[int, TopologySnapshot]:
-    found = cache.get_many([_snapshot_key(i) for i in topology_ids])
+    try:
+        found = cache.get_many([_snapshot_key(i) for i in topology_ids])
+    except redis.RedisError as error:
+        logger.warning("telemetry snapshots read from the database: Redis: %s", error)
+        return {}
     return {i: found[_snapshot_key(i)] for i in topology_ids if _snapshot_key(i) in found}
 
 

@@ -58,7 +58,10 @@ _timeouts: dict[float, aiohttp.ClientTimeout] = {}
 async def _get_text(session: aiohttp.ClientSession, url: str, timeout_s: float) -> tuple[int, str]:
     timeout = _timeouts.get(timeout_s)
     if timeout is None:
-        timeout = _timeouts[timeout_s] = aiohttp.ClientTimeout(total=timeout_s)
+        # connect and whole-answer deadlines: a pod that accepts and then stalls costs at most timeout_s
+        timeout = _timeouts[timeout_s] = aiohttp.ClientTimeout(
+            total=timeout_s, sock_connect=timeout_s, sock_read=timeout_s
+        )
     async with session.get(URL(url, encoded=True), timeout=timeout) as response:
         body = await response.content.read(MAX_BODY_BYTES)
         return response.status, body.decode("utf-8", errors="replace")
@@ -200,7 +203,7 @@ class Scraper:
         future: Future[list[PodResult]] = asyncio.run_coroutine_threadsafe(
             self._run(requests, timeout_s), loop
         )
-        return future.result(timeout=timeout_s * 1.25 + 30)
+        return future.result(timeout=timeout_s * 1.25 + 5)
 
     def close(self) -> None:
         with self._lock:

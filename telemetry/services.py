@@ -72,7 +72,8 @@ def _collect_results(
             results.append(PodResult(target=target, skipped=True))
         else:
             requests.append(ScrapeRequest(target=target, want_links=want_links and target.role == "decode"))
-    results.extend(scraper().scrape(requests, timeout_s=0.8 * interval))
+    timeout_s = float(getattr(settings, "TELEMETRY_SCRAPE_TIMEOUT_SECONDS", 0.8 * interval))
+    results.extend(scraper().scrape(requests, timeout_s=timeout_s))
     return results
 
 

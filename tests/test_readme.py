@@ -11,7 +11,7 @@ README = (ROOT / "README.md").read_text()
 
 def _settings_variables() -> set[str]:
     source = (ROOT / "controlplane" / "settings.py").read_text()
-    return set(re.findall(r"env_(?:str|bool|int|list|choice|url)\(\s*\"([A-Z][A-Z0-9_]+)\"", source))
+    return set(re.findall(r"env_(?:str|bool|int|list|choice|url|seconds)\(\s*\"([A-Z][A-Z0-9_]+)\"", source))
 
 
 def test_configuration_table_lists_every_variable_the_settings_read():

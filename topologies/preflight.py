@@ -12,6 +12,7 @@ from typing import Any
 
 from kube import labels
 from topologies.preflight_facts import ERROR, WARNING, ClusterFacts, Finding, NodeFacts, ObjectFacts
+from topologies.preflight_rollout import check_rollout_availability
 from topologies.render import engine as engine_render
 from topologies.render import kthena
 from topologies.spec import TopologySpec
@@ -30,8 +31,13 @@ __all__ = [
 
 
 def run_preflight(
-    spec: TopologySpec, facts: ClusterFacts, *, topology_id: int | None = None
+    spec: TopologySpec,
+    facts: ClusterFacts,
+    *,
+    topology_id: int | None = None,
+    deployed: TopologySpec | None = None,
 ) -> list[Finding]:
+    """``deployed``: the spec running now, when there is one (a rollout over it is checked too)."""
     if not facts.reachable:
         return [
             Finding(
@@ -50,6 +56,13 @@ def run_preflight(
     findings += check_conflicts(spec, facts, topology_id)
     findings += check_ports(spec)
     findings += check_permissions(spec, facts)
+    findings += check_rollout_availability(
+        spec,
+        facts,
+        rendered=render_objects(spec),
+        deployed=deployed,
+        deployed_rendered=render_objects(deployed) if deployed is not None else [],
+    )
     return sorted(findings, key=lambda f: (f.level != ERROR, f.field, f.code))
 
 

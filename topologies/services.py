@@ -267,7 +267,13 @@ def spec_preflight(
     """Preflight an unsaved spec against a cluster (raises SpecError when the spec itself is invalid)."""
     parsed = _parse(spec)
     facts = cluster_facts(cluster=cluster, spec=parsed, topology=topology)
-    return run_preflight(parsed, facts, topology_id=topology.pk if topology is not None else None)
+    deployed = topology.deployed_revision if topology is not None else None
+    return run_preflight(
+        parsed,
+        facts,
+        topology_id=topology.pk if topology is not None else None,
+        deployed=TopologySpec.from_dict(deployed.spec) if deployed is not None else None,
+    )
 
 
 def topology_preflight(*, topology: Topology, revision: Revision | None = None) -> list[Finding]:

@@ -95,6 +95,11 @@ class DeployPolicySerializer(serializers.ModelSerializer[DeployPolicy]):
         allow_null=True,
         help_text="Return to the last good revision on failure; null uses DEPLOY_AUTO_ROLLBACK.",
     )
+    keep_failed_first_deploy = serializers.BooleanField(
+        required=False,
+        help_text="Leave a failed first deploy's objects in the cluster (default false: they are removed). "
+        "Omitted: unchanged.",
+    )
     effective_ready_timeout_seconds = serializers.SerializerMethodField()
     effective_auto_rollback = serializers.SerializerMethodField()
 
@@ -103,6 +108,7 @@ class DeployPolicySerializer(serializers.ModelSerializer[DeployPolicy]):
         fields = [
             "ready_timeout_seconds",
             "auto_rollback",
+            "keep_failed_first_deploy",
             "effective_ready_timeout_seconds",
             "effective_auto_rollback",
         ]

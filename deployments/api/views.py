@@ -188,6 +188,7 @@ class TopologyDeployPolicy(GenericAPIView[DeployPolicy]):
             topology=topology,
             ready_timeout_seconds=serializer.validated_data["ready_timeout_seconds"],
             auto_rollback=serializer.validated_data["auto_rollback"],
+            keep_failed_first_deploy=serializer.validated_data.get("keep_failed_first_deploy"),
             actor=request.user,
             source_ip=client_ip(request),
         )

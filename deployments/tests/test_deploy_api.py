@@ -156,6 +156,7 @@ def test_deploy_policy_defaults_then_set_and_validated(as_operator, topology, se
     assert as_operator.get(url).json() == {
         "ready_timeout_seconds": None,
         "auto_rollback": None,
+        "keep_failed_first_deploy": False,
         "effective_ready_timeout_seconds": 600,
         "effective_auto_rollback": True,
     }
@@ -165,6 +166,14 @@ def test_deploy_policy_defaults_then_set_and_validated(as_operator, topology, se
     assert response.status_code == 200
     assert response.json()["effective_ready_timeout_seconds"] == 120
     assert response.json()["effective_auto_rollback"] is False
+    response = as_operator.put(
+        url, {"ready_timeout_seconds": None, "auto_rollback": None, "keep_failed_first_deploy": True}
+    )
+    assert response.status_code == 200 and response.json()["keep_failed_first_deploy"] is True
+    response = as_operator.put(
+        url, {"ready_timeout_seconds": None, "auto_rollback": None}
+    )  # omitted: unchanged
+    assert response.json()["keep_failed_first_deploy"] is True
 
 
 def test_viewer_cannot_change_the_deploy_policy(api_client, viewer, topology):

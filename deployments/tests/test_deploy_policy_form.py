@@ -69,3 +69,20 @@ def test_operator_panel_shows_the_form_with_current_values(client, operator, top
     assert "Save policy" in panel
     assert 'name="ready_timeout_seconds"' in panel and 'value="90"' in panel
     assert '<option value="off" selected>off</option>' in panel
+
+
+def test_operator_chooses_to_keep_a_failed_first_deploy(client, operator, topology):
+    client.force_login(operator)
+    response = client.post(
+        _url(topology),
+        {"ready_timeout_seconds": "", "auto_rollback": "", "keep_failed_first_deploy": "keep"},
+        follow=True,
+    )
+    assert DeployPolicy.objects.get(topology=topology).keep_failed_first_deploy is True
+    assert any("a failed first deploy is kept" in m for m in _messages(response))
+    client.post(_url(topology), {"ready_timeout_seconds": "", "auto_rollback": ""})  # not sent: unchanged
+    assert DeployPolicy.objects.get(topology=topology).keep_failed_first_deploy is True
+    client.post(_url(topology), {"keep_failed_first_deploy": "remove"})
+    assert DeployPolicy.objects.get(topology=topology).keep_failed_first_deploy is False
+    refused = client.post(_url(topology), {"keep_failed_first_deploy": "maybe"}, follow=True)
+    assert any("choose remove" in m for m in _messages(refused))

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from sandbox.apiserver import discovery, logs, openapi, protobuf, scale, table
+from sandbox.apiserver import discovery, faults, logs, openapi, protobuf, scale, table
 from sandbox.apiserver import watch as watching
 from sandbox.apiserver.errors import ApiError, bad_request, method_not_allowed, unauthorized
 from sandbox.apiserver.objects import Api
@@ -51,6 +51,7 @@ class ApiServer:
         self.log_requests = log_requests
         self.log_source: logs.LogSource | None = None
         self.server_address = "127.0.0.1:0"
+        self.faults = faults.FaultTable()
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
@@ -64,11 +65,17 @@ class ApiServer:
         if self.log_requests:
             log.info("%s %s accept=%s", request.method, request.path_qs, request.headers.get("Accept", ""))
         try:
+            if request.path != faults.CONTROL_PATH:
+                injected = await faults.respond(self.faults, request)
+                if injected is not None:
+                    return injected
             if request.path not in PUBLIC_PATHS:
                 header = request.headers.get("Authorization", "")
                 given = header[7:].strip() if header.lower().startswith("bearer ") else ""
                 if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
                     raise unauthorized()
+            if request.path == faults.CONTROL_PATH:
+                return await faults.control(self.faults, request)
             return await handler(request)
         except ApiError as exc:
             return _json_response(exc.status(), exc.code)

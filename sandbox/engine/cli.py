@@ -2,6 +2,10 @@
 
 Injects a fault into one simulated engine through its admin API (`POST /sandbox/faults`), clears
 faults (`--clear`, optionally with `--kind`/`--peer`), or shows them with the link table (`--show`).
+
+With `--kubeconfig FILE` instead of `--pod-ip`, the fault goes to the sandbox's API server
+(`sandbox/apiserver/faults.py`): `--kind http_5xx|throttle|latency|freeze|watch_gone`, with `--status`,
+`--retry-after`, `--delay-ms`, `--count`, `--path` (a path prefix) and `--method`; `--clear` ends a freeze.
 """
 
 from __future__ import annotations
@@ -11,15 +15,24 @@ import json
 import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
+from sandbox.apiserver.faults import CONTROL_PATH
+from sandbox.apiserver.faults import KINDS as API_KINDS
 from sandbox.engine.faults import KINDS, TARGETS
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--pod-ip", required=True, help="the pod's IP (a 127.x.y.z loopback address)")
+    parser.add_argument("--pod-ip", help="the pod's IP (a 127.x.y.z loopback address)")
+    parser.add_argument("--kubeconfig", type=Path, help="a sandbox kubeconfig: fault the API server instead")
     parser.add_argument("--port", type=int, default=8000, help="the engine's port (default 8000)")
-    parser.add_argument("--kind", choices=KINDS, help="fault to inject (or to clear with --clear)")
+    parser.add_argument(
+        "--kind", choices=sorted({*KINDS, *API_KINDS}), help="fault to inject (or to clear with --clear)"
+    )
+    parser.add_argument("--retry-after", type=float, help="API server throttle: Retry-After seconds")
+    parser.add_argument("--path", help="API server faults: only paths starting with this (e.g. /apis/apps)")
+    parser.add_argument("--method", help="API server faults: only this HTTP method (e.g. PATCH)")
     parser.add_argument("--peer", help="peer pod name, for link_down/link_slow")
     parser.add_argument("--status", type=int, help="HTTP status for http_5xx (default 503)")
     parser.add_argument("--delay-ms", type=float, help="extra delay for slow / link_slow")
@@ -50,7 +63,49 @@ def _call(method: str, url: str, body: dict[str, Any] | None = None) -> tuple[in
         return exc.code, json.loads(exc.read() or b"null")
 
 
+def run_apiserver(args: argparse.Namespace) -> int:
+    import base64
+
+    import yaml
+
+    from sandbox.faultclient import call
+
+    config = yaml.safe_load(args.kubeconfig.read_text())
+    cluster = config["clusters"][0]["cluster"]
+    token = config["users"][0]["user"]["token"]
+    ca = cluster.get("certificate-authority-data")
+    ca_data = base64.b64decode(ca) if ca else None
+    server = cluster["server"]
+    try:
+        if args.show:
+            status, answer = call(server, token, "GET", CONTROL_PATH, ca_data=ca_data)
+        elif args.clear:
+            query = f"?kind={args.kind}" if args.kind else ""
+            status, answer = call(server, token, "DELETE", CONTROL_PATH + query, ca_data=ca_data)
+        else:
+            if args.kind not in API_KINDS:
+                print(
+                    "give --kind (one of " + ", ".join(API_KINDS) + "), or --clear / --show", file=sys.stderr
+                )
+                return 2
+            body: dict[str, Any] = {"kind": args.kind}
+            for name in ("status", "retry_after", "delay_ms", "count", "path", "method"):
+                if getattr(args, name) is not None:
+                    body[name] = getattr(args, name)
+            status, answer = call(server, token, "POST", CONTROL_PATH, body, ca_data=ca_data)
+    except OSError as exc:
+        print(f"cannot reach the API server at {server}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(answer, indent=2))
+    return 0 if status < 400 else 1
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.kubeconfig is not None:
+        return run_apiserver(args)
+    if not args.pod_ip:
+        print("give --pod-ip (an engine) or --kubeconfig (the API server)", file=sys.stderr)
+        return 2
     if not args.pod_ip.startswith("127."):
         print("--pod-ip must be a sandbox pod address (127.0.0.0/8)", file=sys.stderr)
         return 2
