@@ -14,7 +14,7 @@ from typing import IO
 
 from aiohttp import web
 
-from sandbox.apiserver import bootstrap, tls
+from sandbox.apiserver import bootstrap, rbac, tls
 from sandbox.apiserver.objects import Api
 from sandbox.apiserver.resources import BUILTIN_TYPES, Registry
 from sandbox.apiserver.server import ApiServer
@@ -82,6 +82,7 @@ class Sandbox:
 
     async def start(self) -> None:
         bootstrap.create_namespaces(self.api)
+        rbac.install_default_policy(self.api)
         if self.options.kthena:
             bootstrap.install_crds(self.api)
         certs = tls.generate(self.options.host)
