@@ -58,6 +58,7 @@ def gather_facts(conn: kube.ClusterConnection) -> tuple[CheckFacts, list[kube.No
                 "label": need.label(),
                 "why": need.why,
                 "kthena": need.kthena,
+                "only_for": need.only_for,
                 "allowed": result.allowed,
                 "reason": result.reason,
             }
