@@ -9,6 +9,7 @@ allowed, as on a real server.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,8 @@ from sandbox.apiserver.storage import Store, WatchEvent
 GROUP = "rbac.authorization.k8s.io"
 _SPECIAL_VERBS = ("proxy", "watch")
 _NAMESPACE_SUBRESOURCES = ("status", "finalize")
+# The user of the request being served (unset for the in-process controllers, which act as the system).
+current_user: contextvars.ContextVar[User | None] = contextvars.ContextVar("current_user", default=None)
 _METHOD_VERBS = {
     "POST": "create",
     "GET": "get",
@@ -103,7 +106,7 @@ def _resource_matches(rule: dict[str, Any], attrs: Attributes) -> bool:
     return False
 
 
-def _url_matches(rule: dict[str, Any], path: str) -> bool:
+def url_matches(rule: dict[str, Any], path: str) -> bool:
     for url in rule.get("nonResourceURLs") or []:
         if url == "*" or url == path or (url.endswith("*") and path.startswith(url[:-1])):
             return True
@@ -115,7 +118,7 @@ def rule_allows(rule: dict[str, Any], attrs: Attributes) -> bool:
     if "*" not in verbs and attrs.verb not in verbs:
         return False
     if not attrs.resource_request:
-        return _url_matches(rule, attrs.path)
+        return url_matches(rule, attrs.path)
     groups = rule.get("apiGroups") or []
     if "*" not in groups and attrs.api_group not in groups:
         return False
@@ -163,7 +166,7 @@ class Authorizer:
         if event.group == GROUP:
             self._cache.clear()
 
-    def _role_rules(self, ref: dict[str, Any], namespace: str) -> tuple[dict[str, Any] | None, str]:
+    def role_of(self, ref: dict[str, Any], namespace: str) -> tuple[dict[str, Any] | None, str]:
         kind, name = ref.get("kind"), str(ref.get("name") or "")
         if kind == "ClusterRole":
             role = self.store.peek(GROUP, "clusterroles", "", name)
@@ -195,7 +198,7 @@ class Authorizer:
             if subject is None:
                 continue
             ref = binding.get("roleRef") or {}
-            role, error = self._role_rules(ref, binding_ns)
+            role, error = self.role_of(ref, binding_ns)
             if role is None:
                 errors.append(error)
                 continue
@@ -365,6 +368,7 @@ class AggregationController:
 
     def reconcile(self) -> None:
         self._busy = True
+        token = current_user.set(None)  # the controller acts as the system, not as the request's user
         try:
             rt = self.api.registry.by_key(GROUP, "clusterroles")
             for _ in range(64):  # aggregated roles may feed each other (view → edit → admin)
@@ -381,6 +385,7 @@ class AggregationController:
                 if not changed:
                     return
         finally:
+            current_user.reset(token)
             self._busy = False
 
 

@@ -15,12 +15,13 @@ from sandbox.apiserver import authn, discovery, logs, openapi, protobuf, rbac, s
 from sandbox.apiserver import watch as watching
 from sandbox.apiserver.errors import ApiError, bad_request, method_not_allowed, not_found, unauthorized
 from sandbox.apiserver.objects import Api
+from sandbox.apiserver.rbac_escalation import EscalationCheck
 from sandbox.apiserver.resources import ResourceType
 from sandbox.apiserver.selectors import parse_field_selector, parse_label_selector
 from sandbox.apiserver.ssa import manager_from_user_agent
 
 log = logging.getLogger("sandbox.apiserver")
-PUBLIC_PATHS = {"/version", "/healthz", "/livez", "/readyz"}
+PUBLIC_PATHS = {"/version", "/version/", "/healthz", "/livez", "/readyz"}
 DEFAULT_WATCH_TIMEOUT = 1800.0
 
 
@@ -51,6 +52,7 @@ class ApiServer:
         self.authenticator = authn.Authenticator(token, api.store, self.issuer)
         self.authorizer = rbac.Authorizer(api.store)
         self.aggregation = rbac.AggregationController(api)
+        api.admission.append(EscalationCheck(self.authorizer, api.store))
         self.log_requests = log_requests
         self.log_source: logs.LogSource | None = None
         self.server_address = "127.0.0.1:0"
@@ -68,6 +70,7 @@ class ApiServer:
             log.info("%s %s accept=%s", request.method, request.path_qs, request.headers.get("Accept", ""))
         try:
             request["user"] = self._authorize(request)
+            rbac.current_user.set(request["user"])
             return await handler(request)
         except ApiError as exc:
             return _json_response(exc.status(), exc.code)
@@ -95,7 +98,7 @@ class ApiServer:
     # -- routing ------------------------------------------------------------------------------
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path
-        if path == "/version":
+        if path in ("/version", "/version/"):
             return _json_response(discovery.version_info())
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok")
