@@ -40,7 +40,11 @@ def combination(engine: str, connector: str, backend: str, **overrides: Any) -> 
             "prefill": {"replicas": 0, "accelerator_resource": resource, "accelerator_count": 1},
             "decode": {"replicas": 1, "accelerator_resource": resource, "accelerator_count": 1},
         }
-        spec["rebalancing"] = {"prefill": {"min": 0, "max": 0}, "decode": {"min": 1, "max": 2}}
+        spec["rebalancing"] = {
+            "prefill": {"min": 0, "max": 0},
+            "decode": {"min": 1, "max": 2},
+            "accelerator_budget": 4,
+        }
     spec.update(overrides)
     return preset_spec(preset, **spec)
 
