@@ -178,8 +178,13 @@ class SandboxCluster:
         from kubernetes import client
 
         core = client.CoreV1Api(self.api_client())
-        body = {"spec": {"expirationSeconds": expiration_seconds}}
-        return str(core.create_namespaced_service_account_token(name, namespace, body).status.token)
+        body = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=expiration_seconds)
+        )
+        status = core.create_namespaced_service_account_token(name, namespace, body).status
+        if status is None:
+            raise SandboxError(f"the TokenRequest for {namespace}/{name} came back without a token")
+        return str(status.token)
 
     def service_account_kubeconfig(self, token: str, path: Path) -> Path:
         """A kubeconfig for kubectl (HTTPS listener) that authenticates with ``token``."""

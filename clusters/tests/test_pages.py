@@ -172,7 +172,7 @@ def test_detail_shows_the_rules_to_add_and_marks_source_only_permissions(client,
     html = client.get(f"/clusters/{cluster.pk}/").content.decode()
     assert "(only for the API-server proxy metrics source)" in html
     snippet = (
-        '- apiGroups: [&quot;&quot;]\n  resources: [&quot;pods/proxy&quot;]\n  verbs: [&quot;get&quot;]\n'
-        '- apiGroups: [&quot;&quot;]\n  resources: [&quot;services&quot;]\n  verbs: [&quot;delete&quot;]'
+        "- apiGroups: [&quot;&quot;]\n  resources: [&quot;pods/proxy&quot;]\n  verbs: [&quot;get&quot;]\n"
+        "- apiGroups: [&quot;&quot;]\n  resources: [&quot;services&quot;]\n  verbs: [&quot;delete&quot;]"
     )
     assert snippet in html
