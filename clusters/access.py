@@ -29,6 +29,7 @@ DRIFT = "drift check"
 DIAGNOSE = "deploy diagnosis"
 TELEMETRY = "telemetry"
 LINKS = "KV-link health"
+GRANT = "granted onward"  # held only so a rendered Role may grant it (never called by Tandem itself)
 
 # What a job does with each object a renderer emits: apply it (server-side apply: `patch`), read it
 # back (readiness, drift, conflicts in preflight: `get`), prune it or remove it (`delete`).
@@ -93,14 +94,14 @@ PERMISSIONS: tuple[Permission, ...] = (
         "pods",
         ("get", "watch"),
         "held so Tandem may grant them to the P/D router's Role",
-        (DEPLOY,),
+        (DEPLOY, GRANT),
     ),
     Permission(
         "",
         "endpoints",
         ("get", "list", "watch"),
         "held so Tandem may grant them to the P/D router's Role",
-        (DEPLOY,),
+        (DEPLOY, GRANT),
     ),
     Permission(
         "", "pods/log", ("get",), "show why a pod failed; read engine logs for link state", (DIAGNOSE, LINKS)

@@ -8,6 +8,7 @@ preflight before anything is applied, never as a 403 part-way through a deploy.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import uuid
@@ -68,6 +69,24 @@ def register_with_token(sandbox, token: str, name: str):  # type: ignore[no-unty
     from clusters.services import cluster_register
 
     return cluster_register(name=name, server=sandbox.server, token=token)
+
+
+@pytest.fixture(scope="module")
+def audit_path(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("audit") / "audit.log"
+
+
+@pytest.fixture(scope="module")
+def lab_sandbox(audit_path):
+    """As the package's sandbox (both accelerator kinds), with an audit log of every request."""
+    from sandbox.testing import SandboxCluster
+
+    with SandboxCluster(
+        nodes=4,
+        accelerators=["huawei.com/ascend-1980=8", "nvidia.com/gpu=8"],
+        extra_args=["--audit-log", str(audit_path)],
+    ) as cluster:
+        yield cluster
 
 
 @pytest.fixture(scope="module")
@@ -240,3 +259,70 @@ def test_a_deploy_without_config_map_rights_stops_at_preflight_not_at_a_403(
     )
     assert "nothing was applied" in [s.message for s in deployment.steps.all()][-1]
     assert kube.get_object(admin_conn, "v1", "Namespace", None, topology.namespace) is None
+
+
+def _subject(token: str) -> str:
+    """The username a ServiceAccount token authenticates as (its `sub` claim)."""
+    payload = token.split(".")[1]
+    return str(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["sub"])
+
+
+def _audited(audit_path: Path, username: str) -> list[dict[str, Any]]:
+    events = [json.loads(line) for line in audit_path.read_text().splitlines() if line]
+    return [e for e in events if e["user"].get("username") == username]
+
+
+def test_the_jobs_call_exactly_the_tables_verbs_and_are_never_refused(
+    lab_sandbox, audit_path, admin_conn, operator, db
+) -> None:
+    """One ServiceAccount of its own runs the check, preflight, deploy, scale, roll back and remove on
+    both backends; the audit log shows no 401/403, only permissions in the table, and every row of the
+    table those jobs need."""
+    from clusters import access
+    from clusters.services import cluster_check
+    from deployments import runner
+    from deployments.services import deployment_start, topology_scale_start
+    from topologies.services import topology_create
+
+    token = service_account_with(lab_sandbox, shipped_rbac()[0]["rules"])
+    cluster = cluster_check(cluster_id=register_with_token(lab_sandbox, token, "audited").pk)
+    assert cluster.health_state == "healthy", cluster.last_error
+    for backend in ("kthena", "deployments"):
+        topology = topology_create(
+            cluster=cluster, spec=_spec(lab_sandbox, "mooncake-store", "vllm", backend), actor=operator
+        )
+        assert deploy_now(topology, operator).state == State.SUCCEEDED
+        scaled = topology_scale_start(
+            topology=topology, role="decode", replicas=2, actor=operator, source_ip=None
+        )
+        runner.run(scaled.pk, worker="test-worker")
+        topology.refresh_from_db()
+        first = topology.revisions.get(number=1)
+        assert deploy_now(topology, operator, revision=first, kind=Kind.ROLLBACK).state == State.SUCCEEDED
+        removal = deployment_start(topology=topology, kind=Kind.DELETE, actor=operator, source_ip=None)
+        runner.run(removal.pk, worker="test-worker")
+        removal.refresh_from_db()
+        assert removal.state == State.SUCCEEDED, removal.error
+    events = _audited(audit_path, _subject(token))
+    assert events, "the audit log has the ServiceAccount's requests"
+    refused = [
+        (e["verb"], e["requestURI"], e["responseStatus"]["code"])
+        for e in events
+        if e["responseStatus"]["code"] in (401, 403)
+    ]
+    assert refused == []
+    used = set()
+    for event in events:
+        ref = event.get("objectRef")
+        if ref is None:
+            continue
+        resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        used.add((ref.get("apiGroup", ""), resource, event["verb"]))
+    assert sorted(used - access.granted()) == [], "a job uses a permission the table does not list"
+    exercised = {access.REGISTER, access.CHECK, access.PREFLIGHT, access.DEPLOY, access.REMOVE}
+    expected = access.granted(
+        p
+        for p in access.PERMISSIONS
+        if not p.only_for and access.GRANT not in p.jobs and set(p.jobs) & exercised
+    )
+    assert sorted(expected - used) == [], "the table lists permissions these jobs never use"

@@ -7,12 +7,15 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from sandbox.apiserver import authn, discovery, logs, openapi, protobuf, rbac, scale, table
 from sandbox.apiserver import watch as watching
+from sandbox.apiserver.audit import AuditLog
 from sandbox.apiserver.errors import ApiError, bad_request, method_not_allowed, not_found, unauthorized
 from sandbox.apiserver.objects import Api
 from sandbox.apiserver.rbac_escalation import EscalationCheck
@@ -45,8 +48,11 @@ def _truthy(value: str | None) -> bool:
 
 
 class ApiServer:
-    def __init__(self, api: Api, token: str, *, log_requests: bool = False) -> None:
+    def __init__(
+        self, api: Api, token: str, *, log_requests: bool = False, audit_log: Path | None = None
+    ) -> None:
         self.api = api
+        self.audit = AuditLog(audit_log) if audit_log is not None else None
         self.token = token
         self.issuer = authn.TokenIssuer()
         self.authenticator = authn.Authenticator(token, api.store, self.issuer)
@@ -68,12 +74,26 @@ class ApiServer:
     ) -> web.StreamResponse:
         if self.log_requests:
             log.info("%s %s accept=%s", request.method, request.path_qs, request.headers.get("Accept", ""))
+        received = datetime.now(UTC)
+        code = 500
         try:
             request["user"] = self._authorize(request)
             rbac.current_user.set(request["user"])
-            return await handler(request)
+            response = await handler(request)
+            code = response.status
+            return response
         except ApiError as exc:
+            code = exc.code
             return _json_response(exc.status(), exc.code)
+        finally:
+            if self.audit is not None:
+                self.audit.record(
+                    user=request.get("user"),
+                    attrs=rbac.request_attributes(request.method, request.path, request.query),
+                    uri=request.path_qs,
+                    code=code,
+                    received=received,
+                )
 
     def _authorize(self, request: web.Request) -> authn.User:
         """Authenticate the bearer token (401 when missing or invalid), then apply RBAC (403)."""

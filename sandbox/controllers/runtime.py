@@ -40,6 +40,7 @@ class SandboxOptions:
     watch_window: int = 5000
     max_grace_seconds: float = 5.0
     log_requests: bool = False
+    audit_log: Path | None = None
 
 
 def claim_loopback_net() -> tuple[int, IO[str]]:
@@ -68,7 +69,9 @@ class Sandbox:
         self.token = options.token or secrets.token_urlsafe(24)
         self.store = Store(window=options.watch_window)
         self.api = Api(Registry(list(BUILTIN_TYPES)), self.store)
-        self.server = ApiServer(self.api, self.token, log_requests=options.log_requests)
+        self.server = ApiServer(
+            self.api, self.token, log_requests=options.log_requests, audit_log=options.audit_log
+        )
         self.net, self._net_lock = claim_loopback_net()
         self.controllers = ControllerManager(self.api, options, self.net)
         self.server.log_source = self.controllers.pod_logs
