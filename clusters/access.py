@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 KTHENA_GROUPS = ("workload.serving.volcano.sh", "networking.serving.volcano.sh")
 
@@ -116,6 +117,13 @@ PERMISSIONS: tuple[Permission, ...] = (
         "ask the cluster what Tandem may do",
         (REGISTER, CHECK, PREFLIGHT),
     ),
+    Permission(
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        ("create",),
+        "list the rules Tandem holds (one request instead of one review per permission)",
+        (CHECK, PREFLIGHT),
+    ),
     # Only when the cluster's metrics are read through the API server.
     Permission(
         "", "pods/proxy", ("get",), "scrape engine metrics through the API server", (TELEMETRY,), PROXY_SOURCE
@@ -201,12 +209,31 @@ def rule_snippet(missing: Iterable[Need]) -> str:
     return "\n".join(lines)
 
 
-def rules_grants(rules: Iterable[dict[str, object]]) -> set[tuple[str, str, str]]:
+def rules_grants(rules: Iterable[dict[str, Any]]) -> set[tuple[str, str, str]]:
     """(group, resource, verb) triples a list of RBAC rules grants (no wildcards expected)."""
     out: set[tuple[str, str, str]] = set()
     for rule in rules:
-        for group in rule.get("apiGroups") or []:  # type: ignore[attr-defined]
-            for resource in rule.get("resources") or []:  # type: ignore[attr-defined]
-                for verb in rule.get("verbs") or []:  # type: ignore[attr-defined]
+        for group in rule.get("apiGroups") or []:
+            for resource in rule.get("resources") or []:
+                for verb in rule.get("verbs") or []:
                     out.add((str(group), str(resource), str(verb)))
     return out
+
+
+def rules_allow(rules: Iterable[dict[str, Any]], need: Need) -> bool:
+    """Whether RBAC rules (as a SelfSubjectRulesReview lists them) allow the need on any object of
+    its resource: a rule limited to resourceNames does not, since Tandem names objects per topology."""
+    sub = need.resource.partition("/")[2]
+    for rule in rules:
+        verbs = rule.get("verbs") or []
+        groups = rule.get("apiGroups") or []
+        resources = rule.get("resources") or []
+        if rule.get("resourceNames"):
+            continue
+        if "*" not in verbs and need.verb not in verbs:
+            continue
+        if "*" not in groups and need.group not in groups:
+            continue
+        if "*" in resources or need.resource in resources or (sub and f"*/{sub}" in resources):
+            return True
+    return False

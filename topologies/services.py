@@ -169,23 +169,17 @@ _CLUSTER_WIDE = {
 def _denied_needs(conn: Any, spec: TopologySpec) -> frozenset[tuple[str, str, str]]:
     """The permissions a deploy of ``spec`` needs that the cluster denies, asked in the target namespace
     (so a RoleBinding there counts, as it does for the deploy itself)."""
-    import kube
+    from clusters.inspection import review_needs
     from topologies.preflight import spec_needs
 
     wanted = spec_needs(spec)
-    checks = [
-        kube.AccessCheck(
-            n.verb,
-            n.group,
-            n.resource,
-            None
-            if (n.group, n.resource) in _CLUSTER_WIDE or n.key == ("list", "", "pods")
-            else spec.namespace,
-        )
-        for n in wanted
-    ]
-    reviews = kube.access_review(conn, checks)
-    return frozenset(n.key for n, check in zip(wanted, checks, strict=True) if not reviews[check].allowed)
+    results = review_needs(
+        conn,
+        wanted,
+        namespace=spec.namespace,
+        cluster_wide=lambda n: (n.group, n.resource) in _CLUSTER_WIDE or n.key == ("list", "", "pods"),
+    )
+    return frozenset(n.key for n in wanted if not results[n.key].allowed)
 
 
 def _served_kthena_crds(conn: Any) -> frozenset[str]:

@@ -128,3 +128,20 @@ def test_rule_snippet_is_valid_rbac_yaml_granting_exactly_the_missing_needs() ->
         '- apiGroups: [""]\n  resources: ["namespaces"]\n  verbs: ["patch"]'
     )
     assert rules_grants(yaml.safe_load(text)) == {("", "configmaps", "patch"), ("", "namespaces", "patch")}
+
+
+def test_rules_allow_matches_a_rules_review_as_rbac_does() -> None:
+    from clusters.access import Need, rules_allow
+
+    patch_cm = Need("patch", "", "configmaps", "")
+    log = Need("get", "", "pods/log", "")
+    assert rules_allow([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"]}], patch_cm)
+    assert rules_allow([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}], patch_cm)
+    assert not rules_allow(
+        [{"apiGroups": ["apps"], "resources": ["configmaps"], "verbs": ["patch"]}], patch_cm
+    )
+    assert not rules_allow([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}], patch_cm)
+    named = {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["patch"], "resourceNames": ["x"]}
+    assert not rules_allow([named], patch_cm), "a rule for named objects does not cover Tandem's objects"
+    assert rules_allow([{"apiGroups": [""], "resources": ["*/log"], "verbs": ["get"]}], log)
+    assert not rules_allow([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}], log)
