@@ -128,6 +128,8 @@ class Sandbox:
         await self.controllers.stop()
         if self._runner is not None:
             await self._runner.cleanup()
+        if self.server.audit is not None:
+            self.server.audit.close()
         with contextlib.suppress(OSError):
             fcntl.flock(self._net_lock, fcntl.LOCK_UN)
             self._net_lock.close()
