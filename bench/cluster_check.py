@@ -1,9 +1,9 @@
 """How long Tandem's cluster operations take against the sandbox (HTTP and HTTPS).
 
 Prints, per listener, the median and max over several runs of: the registration probe (version plus one
-access review), the full health check's cluster calls (version, one SelfSubjectAccessReview per permission
-Tandem uses, CRDs, nodes and pods), and server-side apply of 20 ConfigMaps (first apply, then an unchanged
-re-apply).
+access review), the full health check's cluster calls (version, a SelfSubjectRulesReview plus a
+SelfSubjectAccessReview for each permission its rules do not show, CRDs, nodes and pods), and
+server-side apply of 20 ConfigMaps (first apply, then an unchanged re-apply).
 
     .venv/bin/python bench/cluster_check.py [--runs 5]
 """
@@ -46,7 +46,7 @@ def run(*, tls: bool, runs: int) -> None:
             cluster_name="bench",
         )
         scheme = "https" if tls else "http"
-        print(f"{sandbox.server} ({scheme}), {len(REQUIRED_ACCESS)} access reviews per check")
+        print(f"{sandbox.server} ({scheme}), {len(REQUIRED_ACCESS)} permissions checked per check")
         kube.get_version(conn)  # warm the connection pool
         report("registration probe", timed(lambda: probe(conn), runs))
         report("full check (cluster calls)", timed(lambda: gather_facts(conn), runs))

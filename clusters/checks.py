@@ -5,53 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-KTHENA_GROUPS = ("workload.serving.volcano.sh", "networking.serving.volcano.sh")
+from clusters.access import KTHENA_GROUPS, REQUIRED_ACCESS, Need, rule_snippet
+
+__all__ = ["KTHENA_CRDS", "KTHENA_GROUPS", "REQUIRED_ACCESS", "CheckFacts", "Need", "assess", "missing_rules"]
+
 KTHENA_CRDS = (
     "modelservings.workload.serving.volcano.sh",
     "modelservers.networking.serving.volcano.sh",
     "modelroutes.networking.serving.volcano.sh",
-)
-_MANAGE = ("create", "patch", "delete", "get", "list", "watch")
-
-
-@dataclass(frozen=True)
-class Need:
-    verb: str
-    group: str
-    resource: str
-    why: str
-
-    @property
-    def kthena(self) -> bool:
-        return self.group in KTHENA_GROUPS
-
-    def label(self) -> str:
-        group = f".{self.group}" if self.group else ""
-        return f"{self.verb} {self.resource}{group}"
-
-
-def _manage(group: str, resource: str, why: str) -> list[Need]:
-    return [Need(verb, group, resource, why) for verb in _MANAGE]
-
-
-# Every verb on every resource Tandem uses, cluster-wide (topologies may go to any namespace).
-REQUIRED_ACCESS: tuple[Need, ...] = (
-    *_manage("workload.serving.volcano.sh", "modelservings", "deploy P/D workloads with Kthena"),
-    *_manage("networking.serving.volcano.sh", "modelservers", "route to the prefill/decode pools"),
-    *_manage("networking.serving.volcano.sh", "modelroutes", "expose the served model name"),
-    Need("patch", "workload.serving.volcano.sh", "modelservings/scale", "scale a role"),
-    *_manage("apps", "deployments", "deploy P/D workloads without Kthena"),
-    Need("patch", "apps", "deployments/scale", "scale a role"),
-    *_manage("", "services", "give each role a stable address"),
-    Need("get", "", "pods", "show pods and diagnose failures"),
-    Need("list", "", "pods", "show pods and diagnose failures"),
-    Need("watch", "", "pods", "wait for pods to become ready"),
-    Need("get", "", "pods/log", "show why a pod crashed"),
-    Need("list", "", "events", "explain scheduling and image failures"),
-    Need("get", "", "namespaces", "check the target namespace exists"),
-    Need("create", "", "namespaces", "create the target namespace"),
-    Need("list", "", "nodes", "count accelerators"),
-    Need("list", "apiextensions.k8s.io", "customresourcedefinitions", "detect Kthena"),
 )
 
 
@@ -84,13 +45,14 @@ def assess(facts: CheckFacts) -> tuple[str, str]:
     denied = [
         p
         for p in facts.permissions
-        if not p.get("allowed") and (facts.kthena_installed or not p.get("kthena"))
+        if not p.get("allowed") and not p.get("only_for") and (facts.kthena_installed or not p.get("kthena"))
     ]
     if denied:
         shown = ", ".join(str(p["label"]) for p in denied[:6])
         more = f" and {len(denied) - 6} more" if len(denied) > 6 else ""
         reasons.append(
-            f"Tandem's credentials may not {shown}{more}; bind a role granting these to its service account"
+            f"Tandem's credentials may not {shown}{more}; add these rules to the ClusterRole bound to its "
+            f"service account:\n{missing_rules(denied)}"
         )
     if facts.nodes_total == 0:
         reasons.append("the cluster has no nodes")
@@ -99,3 +61,12 @@ def assess(facts: CheckFacts) -> tuple[str, str]:
     if reasons:
         return "degraded", "; ".join(reasons)
     return "healthy", ""
+
+
+def missing_rules(permissions: list[dict[str, Any]]) -> str:
+    """The RBAC rules (YAML) granting the denied entries of a check's ``permissions``."""
+    return rule_snippet(
+        Need(str(p.get("verb", "")), str(p.get("group", "")), str(p.get("resource", "")), "")
+        for p in permissions
+        if not p.get("allowed")
+    )

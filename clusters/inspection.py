@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable, Sequence
 
 import kube
+from clusters.access import Need, rules_allow
 from clusters.checks import REQUIRED_ACCESS, CheckFacts
 from clusters.credentials import ConnectionResult, Credentials, field_for
 from kube.client import probe_timeout
@@ -40,21 +42,52 @@ def probe_credentials(creds: Credentials, name: str) -> tuple[ConnectionResult, 
     return result, ("" if result.ok else field_for(result.error, creds.auth_method))
 
 
+def review_needs(
+    conn: kube.ClusterConnection,
+    needs: Sequence[Need],
+    *,
+    namespace: str = "",
+    cluster_wide: Callable[[Need], bool] = lambda need: True,
+) -> dict[tuple[str, str, str], kube.AccessResult]:
+    """May the credentials do each need (in ``namespace``, or cluster-wide where ``cluster_wide``)?
+
+    One SelfSubjectRulesReview per scope settles every need its rules allow; only the others are asked
+    one by one with SelfSubjectAccessReviews, which are authoritative (another authorizer may allow
+    what RBAC rules do not list, and a rules review may be incomplete)."""
+    scope_of = {n.key: ("" if cluster_wide(n) else namespace) for n in needs}
+    results: dict[tuple[str, str, str], kube.AccessResult] = {}
+    for scope in sorted(set(scope_of.values())):
+        try:
+            review = kube.rules_review(conn, scope)
+        except kube.KubeForbidden:
+            continue  # a credential that may not list its rules is asked need by need
+        for need in needs:
+            if scope_of[need.key] == scope and rules_allow(review.resource_rules, need):
+                results[need.key] = kube.AccessResult(
+                    True, f"allowed by the rules held in {scope or 'the cluster'}"
+                )
+    rest = [n for n in needs if n.key not in results]
+    checks = [kube.AccessCheck(n.verb, n.group, n.resource, scope_of[n.key] or None) for n in rest]
+    reviews = kube.access_review(conn, checks, timeout=probe_timeout()) if checks else {}
+    for need, check in zip(rest, checks, strict=True):
+        results[need.key] = reviews[check]
+    return results
+
+
 def gather_facts(conn: kube.ClusterConnection) -> tuple[CheckFacts, list[kube.NodeInfo]]:
     """Run every check against the cluster. Stops at the first error that makes the cluster unusable."""
     started = time.monotonic()
     try:
         version = kube.get_version(conn, policy=CHECK_POLICY)
         latency = round((time.monotonic() - started) * 1000, 1)
-        reviews = kube.access_review(
-            conn, [(n.verb, n.group, n.resource, None) for n in REQUIRED_ACCESS], timeout=probe_timeout()
-        )
+        reviews = review_needs(conn, REQUIRED_ACCESS)
     except (kube.KubeUnreachable, kube.KubeUnauthorized) as exc:
         return CheckFacts(reachable=False, error=exc.message), []
     except kube.KubeError as exc:
         return CheckFacts(reachable=False, error=exc.message), []
     permissions = []
-    for need, result in zip(REQUIRED_ACCESS, reviews.values(), strict=True):
+    for need in REQUIRED_ACCESS:
+        result = reviews[need.key]
         permissions.append(
             {
                 "verb": need.verb,
@@ -63,6 +96,7 @@ def gather_facts(conn: kube.ClusterConnection) -> tuple[CheckFacts, list[kube.No
                 "label": need.label(),
                 "why": need.why,
                 "kthena": need.kthena,
+                "only_for": need.only_for,
                 "allowed": result.allowed,
                 "reason": result.reason,
             }

@@ -111,6 +111,7 @@ class PermissionRow:
     allowed: list[str]
     denied: list[str]
     kthena: bool
+    only_for: str = ""
 
 
 def cluster_permission_rows(cluster: Cluster) -> list[PermissionRow]:
@@ -121,10 +122,23 @@ def cluster_permission_rows(cluster: Cluster) -> list[PermissionRow]:
         row = rows.get(key)
         if row is None:
             row = rows[key] = PermissionRow(
-                key[1], key[0], str(p.get("why", "")), [], [], bool(p.get("kthena"))
+                key[1],
+                key[0],
+                str(p.get("why", "")),
+                [],
+                [],
+                bool(p.get("kthena")),
+                str(p.get("only_for") or ""),
             )
         (row.allowed if p.get("allowed") else row.denied).append(str(p.get("verb", "")))
-    return sorted(rows.values(), key=lambda r: (not r.denied, r.kthena, r.resource))
+    return sorted(rows.values(), key=lambda r: (not r.denied, bool(r.only_for), r.kthena, r.resource))
+
+
+def cluster_missing_rules(cluster: Cluster) -> str:
+    """The RBAC rules (YAML) that would grant every permission the last check found denied."""
+    from clusters.checks import missing_rules
+
+    return missing_rules([p for p in cluster.permissions or [] if isinstance(p, dict)])
 
 
 def check_due_clusters(*, older_than: timedelta = timedelta(seconds=50)) -> list[int]:

@@ -108,6 +108,7 @@ def cluster_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "history": selectors.cluster_health_history(cluster, limit=30),
             "topologies": selectors.cluster_topologies(cluster),
             "permissions": selectors.cluster_permission_rows(cluster),
+            "missing_rules": selectors.cluster_missing_rules(cluster),
             "kthena_crds": [(name, name in (cluster.installed_crds or [])) for name in KTHENA_CRDS],
         },
     )

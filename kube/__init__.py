@@ -27,6 +27,7 @@ Public API (import from ``kube``)::
     pod_log_tail(conn, namespace, pod, lines=50) -> str
     installed_crds(conn) -> set[str]                                    # CRD names
     access_review(conn, [(verb, group, resource, namespace), ...]) -> {AccessCheck: AccessResult}
+    rules_review(conn, namespace) -> RulesReview(resource_rules, incomplete)  # SelfSubjectRulesReview
     list_nodes(conn) -> list[NodeInfo]            # accelerator capacity / allocatable / in use per node
 
 Every call has a short timeout and goes through ``kube.retry``: 429 honours Retry-After, 5xx and connection
@@ -42,11 +43,13 @@ from kube.cluster_info import (
     AccessCheck,
     AccessResult,
     NodeInfo,
+    RulesReview,
     access_review,
     get_version,
     installed_crds,
     is_accelerator_resource,
     list_nodes,
+    rules_review,
 )
 from kube.errors import (
     KubeConflict,
@@ -76,6 +79,7 @@ __all__ = [
     "KubeUnreachable",
     "NodeInfo",
     "PodInfo",
+    "RulesReview",
     "access_review",
     "api_client",
     "apply_objects",
@@ -91,6 +95,7 @@ __all__ = [
     "list_pods",
     "pod_log_tail",
     "request",
+    "rules_review",
     "scale",
     "update_object",
 ]

@@ -125,6 +125,36 @@ def access_review(
     return results
 
 
+@dataclass(frozen=True)
+class RulesReview:
+    """What a SelfSubjectRulesReview lists: rules that allow (never deny); ``incomplete`` when an
+    authorizer could not enumerate its rules."""
+
+    resource_rules: tuple[dict[str, Any], ...]
+    incomplete: bool
+    evaluation_error: str = ""
+
+
+def rules_review(conn: ClusterConnection, namespace: str) -> RulesReview:
+    """One SelfSubjectRulesReview: the rules the current credentials hold in ``namespace`` ("" for
+    cluster-wide bindings only)."""
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectRulesReview",
+        "spec": {"namespace": namespace} if namespace else {},
+    }
+    response = request(
+        conn,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        body=body,
+        action=f"review the rules held in {namespace or 'the cluster'}",
+    )
+    status = (response.json() or {}).get("status") or {}
+    rules = tuple(r for r in status.get("resourceRules") or [] if isinstance(r, dict))
+    return RulesReview(rules, bool(status.get("incomplete")), str(status.get("evaluationError") or ""))
+
+
 def node_info(node: dict[str, Any], in_use: dict[str, int] | None = None) -> NodeInfo:
     meta = node.get("metadata") or {}
     status = node.get("status") or {}
@@ -203,8 +233,10 @@ __all__ = [
     "AccessResult",
     "KubeError",
     "NodeInfo",
+    "RulesReview",
     "access_review",
     "get_version",
     "installed_crds",
     "list_nodes",
+    "rules_review",
 ]

@@ -57,6 +57,12 @@ def up_parser() -> argparse.ArgumentParser:
     parser.add_argument("--watch-window", type=int, default=5000, help="events kept for watch resumption")
     parser.add_argument("--max-grace", type=float, default=5.0, help="cap on pod termination grace, seconds")
     parser.add_argument("--log-requests", action="store_true", help="log every API request to stderr")
+    parser.add_argument(
+        "--audit-log",
+        type=Path,
+        metavar="PATH",
+        help="append an audit.k8s.io/v1 Event per request (JSON lines)",
+    )
     return parser
 
 
@@ -78,6 +84,7 @@ def options_from_args(args: argparse.Namespace) -> SandboxOptions:
         watch_window=args.watch_window,
         max_grace_seconds=args.max_grace,
         log_requests=args.log_requests,
+        audit_log=args.audit_log,
     )
 
 

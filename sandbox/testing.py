@@ -184,16 +184,38 @@ class SandboxCluster:
             check=False,
         )
 
-    def api_client(self) -> ApiClient:
+    def api_client(self, token: str | None = None) -> ApiClient:
+        """A client of the official library, as the admin or (``token``) as another identity."""
         from kubernetes import client
 
         configuration = client.Configuration()
         configuration.host = self.server
-        configuration.api_key = {"authorization": self.token}
+        configuration.api_key = {"authorization": token or self.token}
         configuration.api_key_prefix = {"authorization": "Bearer"}
         if self.ca_path is not None:
             configuration.ssl_ca_cert = str(self.ca_path)
         return client.ApiClient(configuration)
+
+    def service_account_token(self, namespace: str, name: str, *, expiration_seconds: int = 3600) -> str:
+        """A token for the ServiceAccount through the TokenRequest API (what `kubectl create token` calls)."""
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api_client())
+        body = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=expiration_seconds)
+        )
+        status = core.create_namespaced_service_account_token(name, namespace, body).status
+        if status is None:
+            raise SandboxError(f"the TokenRequest for {namespace}/{name} came back without a token")
+        return str(status.token)
+
+    def service_account_kubeconfig(self, token: str, path: Path) -> Path:
+        """A kubeconfig for kubectl (HTTPS listener) that authenticates with ``token``."""
+        config = yaml.safe_load(self.kubectl_kubeconfig_path.read_text())
+        config["users"][0]["user"] = {"token": token}
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+        return path
 
     def wait_for(
         self, predicate: Any, timeout: float = 30.0, interval: float = 0.1, message: str = ""

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from clusters.access import Need, needs_for_kinds, rule_snippet
 from kube import labels
 from topologies.preflight_facts import ERROR, WARNING, ClusterFacts, Finding, NodeFacts, ObjectFacts
 from topologies.preflight_rollout import check_rollout_availability
@@ -27,6 +28,7 @@ __all__ = [
     "has_errors",
     "master_service",
     "run_preflight",
+    "spec_needs",
 ]
 
 
@@ -49,6 +51,9 @@ def run_preflight(
             )
         ]
     findings: list[Finding] = []
+    if facts.partial:
+        findings = check_backend(spec, facts) + check_ports(spec) + check_permissions(spec, facts)
+        return sorted(findings, key=lambda f: (f.level != ERROR, f.field, f.code))
     findings += check_backend(spec, facts)
     findings += check_connector_backend(spec, facts)
     findings += check_accelerators(spec, facts)
@@ -368,27 +373,35 @@ def check_ports(spec: TopologySpec) -> list[Finding]:
     return out
 
 
+def spec_needs(spec: TopologySpec) -> tuple[Need, ...]:
+    """Every permission a deploy of this spec uses (its rendered kinds' rows plus the jobs' rows)."""
+    kinds = {(_group_of(o["apiVersion"]), o["kind"]) for o in render_objects(spec)}
+    return needs_for_kinds(kinds, kthena=spec.backend == "kthena")
+
+
+def _group_of(api_version: str) -> str:
+    return api_version.split("/")[0] if "/" in api_version else ""
+
+
 def check_permissions(spec: TopologySpec, facts: ClusterFacts) -> list[Finding]:
-    """Kinds the spec renders that Tandem may not create or change (per the last cluster check)."""
-    out: list[Finding] = []
-    seen: set[str] = set()
-    for obj in render_objects(spec):
-        api_version, kind = obj["apiVersion"], obj["kind"]
-        group = api_version.split("/")[0] if "/" in api_version else ""
-        resource = kind.lower() + "s"
-        verbs = [v for v in ("create", "patch") if (v, group, resource) in facts.denied]
-        if not verbs or resource in seen:
-            continue
-        seen.add(resource)
-        where = f"{resource}.{group}" if group else resource
-        out.append(
-            Finding(
-                ERROR,
-                "permission_denied",
-                "backend",
-                f"Tandem may not {' or '.join(verbs)} {where} on this cluster (as of the last cluster check)",
-                f"grant Tandem's service account {', '.join(verbs)} on {where} "
-                "(a Role or ClusterRole binding), then run the cluster check again",
-            )
+    """Permissions a deploy of this spec needs that the cluster denies Tandem, with the rules to add."""
+    missing = [n for n in spec_needs(spec) if n.key in facts.denied]
+    if not missing:
+        return []
+    by_resource: dict[str, list[str]] = {}
+    for need in missing:
+        where = f"{need.resource}.{need.group}" if need.group else need.resource
+        by_resource.setdefault(where, []).append(need.verb)
+    listed = "; ".join(f"{' '.join(verbs)} {where}" for where, verbs in by_resource.items())
+    whys = sorted({n.why for n in missing})
+    return [
+        Finding(
+            ERROR,
+            "permission_denied",
+            "backend",
+            f"Tandem may not {listed} on this cluster (needed to {'; '.join(whys)}); the deploy would be "
+            "refused part-way",
+            "add these rules to the ClusterRole bound to Tandem's service account (docker/k8s/rbac.yaml "
+            f"has the full role), then run the cluster check again:\n{rule_snippet(missing)}",
         )
-    return out
+    ]

@@ -68,5 +68,8 @@ class ClusterFacts:
     services: tuple[ObjectFacts, ...] = ()
     # Accelerators this topology's own running pods hold, per node (free again when it redeploys).
     own_in_use: dict[str, dict[str, int]] = field(default_factory=dict)
-    # (verb, API group, resource) the cluster's last access review denied to Tandem.
+    # (verb, API group, resource) the cluster denies Tandem (access reviews in the target namespace).
     denied: frozenset[tuple[str, str, str]] = frozenset()
+    # True when reads were skipped because a permission is missing: only the spec's own checks and
+    # the permission findings are meaningful then.
+    partial: bool = False

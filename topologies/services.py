@@ -157,6 +157,31 @@ def _own_in_use(pods: list[Any], spec: TopologySpec | None) -> dict[str, dict[st
     return held
 
 
+# Resources whose access reviews carry no namespace; `list pods` is asked cluster-wide because the
+# accelerator count lists pods in every namespace.
+_CLUSTER_WIDE = {
+    ("", "nodes"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("authorization.k8s.io", "selfsubjectaccessreviews"),
+}
+
+
+def _denied_needs(conn: Any, spec: TopologySpec) -> frozenset[tuple[str, str, str]]:
+    """The permissions a deploy of ``spec`` needs that the cluster denies, asked in the target namespace
+    (so a RoleBinding there counts, as it does for the deploy itself)."""
+    from clusters.inspection import review_needs
+    from topologies.preflight import spec_needs
+
+    wanted = spec_needs(spec)
+    results = review_needs(
+        conn,
+        wanted,
+        namespace=spec.namespace,
+        cluster_wide=lambda n: (n.group, n.resource) in _CLUSTER_WIDE or n.key == ("list", "", "pods"),
+    )
+    return frozenset(n.key for n in wanted if not results[n.key].allowed)
+
+
 def _served_kthena_crds(conn: Any) -> frozenset[str]:
     """Names of the Kthena CRDs the cluster serves, from API discovery (small, cached answers)
     rather than listing CRDs (whose schemas run to megabytes)."""
@@ -183,6 +208,9 @@ def cluster_facts(*, cluster: Cluster, spec: TopologySpec, topology: Topology | 
     try:
         conn = cluster_connection(cluster)
         crds = _served_kthena_crds(conn) if spec.backend == "kthena" else frozenset()
+        denied = _denied_needs(conn, spec)
+        if denied:  # reads below could be refused too; the permission findings say what to grant
+            return ClusterFacts(crds=crds, denied=denied, partial=True)
         nodes = tuple(
             NodeFacts(
                 name=n.name,
@@ -195,10 +223,7 @@ def cluster_facts(*, cluster: Cluster, spec: TopologySpec, topology: Topology | 
             for n in kube.list_nodes(conn)
         )
         namespace_exists = kube.get_object(conn, "v1", "Namespace", None, spec.namespace) is not None
-        can_create = True
-        if not namespace_exists:
-            reviews = kube.access_review(conn, [kube.AccessCheck("create", "", "namespaces", None)])
-            can_create = all(r.allowed for r in reviews.values())
+        can_create = ("patch", "", "namespaces") not in denied  # a deploy creates it by server-side apply
         objects: list[ObjectFacts] = []
         if namespace_exists:
             for obj in render(spec, topology_id=0, revision=0):
@@ -244,11 +269,6 @@ def cluster_facts(*, cluster: Cluster, spec: TopologySpec, topology: Topology | 
     except (kube.KubeError, KubeconfigError, DomainError) as error:
         logger.info("preflight could not read cluster %s: %s", cluster.name, error)
         return ClusterFacts(reachable=False, error=str(getattr(error, "message", error)))
-    denied = frozenset(
-        (str(p.get("verb", "")), str(p.get("group", "")), str(p.get("resource", "")))
-        for p in cluster.permissions or []
-        if isinstance(p, dict) and not p.get("allowed", True)
-    )
     return ClusterFacts(
         denied=denied,
         crds=crds,

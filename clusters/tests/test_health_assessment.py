@@ -5,7 +5,15 @@ from clusters.checks import KTHENA_CRDS, REQUIRED_ACCESS, CheckFacts, assess
 
 def _perms(denied: set[str] = frozenset()):
     return [
-        {"label": n.label(), "kthena": n.kthena, "allowed": n.label() not in denied} for n in REQUIRED_ACCESS
+        {
+            "verb": n.verb,
+            "group": n.group,
+            "resource": n.resource,
+            "label": n.label(),
+            "kthena": n.kthena,
+            "allowed": n.label() not in denied,
+        }
+        for n in REQUIRED_ACCESS
     ]
 
 
@@ -48,3 +56,27 @@ def test_kthena_permissions_do_not_matter_without_kthena():
 def test_no_ready_nodes_degrades():
     facts = CheckFacts(reachable=True, crds=set(), permissions=_perms(), nodes_total=3, nodes_ready=0)
     assert assess(facts) == ("degraded", "none of the 3 nodes is Ready")
+
+
+def test_denied_permissions_name_the_rules_to_add():
+    facts = CheckFacts(
+        reachable=True,
+        crds=set(KTHENA_CRDS),
+        permissions=_perms({"patch configmaps", "patch namespaces"}),
+        nodes_total=1,
+        nodes_ready=1,
+    )
+    state, error = assess(facts)
+    assert state == "degraded"
+    assert error.endswith(
+        '- apiGroups: [""]\n  resources: ["configmaps"]\n  verbs: ["patch"]\n'
+        '- apiGroups: [""]\n  resources: ["namespaces"]\n  verbs: ["patch"]'
+    )
+
+
+def test_permissions_only_a_metrics_source_needs_do_not_degrade_the_cluster():
+    optional = {n.label() for n in REQUIRED_ACCESS if n.only_for}
+    assert optional == {"get pods/proxy", "get services/proxy"}
+    perms = [{**p, "only_for": n.only_for} for p, n in zip(_perms(optional), REQUIRED_ACCESS, strict=True)]
+    facts = CheckFacts(reachable=True, crds=set(KTHENA_CRDS), permissions=perms, nodes_total=1, nodes_ready=1)
+    assert assess(facts) == ("healthy", "")

@@ -150,3 +150,29 @@ def test_remove_page_lists_what_goes_and_removes(client, admin_user):
     response = client.post(f"/clusters/{cluster.pk}/remove/")
     assert response.status_code == 302
     assert not Cluster.objects.exists()
+
+
+def test_detail_shows_the_rules_to_add_and_marks_source_only_permissions(client, viewer):
+    cluster = _cluster()
+    cluster.permissions = [
+        *cluster.permissions,
+        {
+            "verb": "get",
+            "group": "",
+            "resource": "pods/proxy",
+            "label": "get pods/proxy",
+            "why": "scrape engine metrics through the API server",
+            "allowed": False,
+            "kthena": False,
+            "only_for": "the API-server proxy metrics source",
+        },
+    ]
+    cluster.save()
+    client.force_login(viewer)
+    html = client.get(f"/clusters/{cluster.pk}/").content.decode()
+    assert "(only for the API-server proxy metrics source)" in html
+    snippet = (
+        "- apiGroups: [&quot;&quot;]\n  resources: [&quot;pods/proxy&quot;]\n  verbs: [&quot;get&quot;]\n"
+        "- apiGroups: [&quot;&quot;]\n  resources: [&quot;services&quot;]\n  verbs: [&quot;delete&quot;]"
+    )
+    assert snippet in html

@@ -91,6 +91,18 @@ def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
                 "verbs": sub_verbs,
             }
         )
+    if rt.key == ("", "serviceaccounts"):
+        entries.append(
+            {
+                "name": f"{rt.plural}/token",
+                "singularName": "",
+                "namespaced": True,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
+            }
+        )
     if rt.log:
         entries.append(
             {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import secrets
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -60,6 +61,8 @@ class Api:
     def __init__(self, registry: Registry, store: Store) -> None:
         self.registry = registry
         self.store = store
+        # Admission checks run on every create and update after validation (e.g. RBAC escalation).
+        self.admission: list[Callable[[ResourceType, dict[str, Any]], None]] = []
 
     # -- reads --------------------------------------------------------------------------------
     def get(self, rt: ResourceType, namespace: str, name: str) -> dict[str, Any]:
@@ -160,6 +163,8 @@ class Api:
             body.pop("status", None)
         body = self._decode(rt, body, strict)
         validate(rt, body)
+        for admit in self.admission:
+            admit(rt, body)
         if self.find(rt, namespace, meta["name"]) is not None:
             raise already_exists(rt.plural, rt.group, meta["name"])
         if rt.plural == "pods":
@@ -214,6 +219,8 @@ class Api:
             new = self._decode(rt, new, strict)
             carry_allocated(rt.plural, old, new)
             validate(rt, new)
+            for admit in self.admission:
+                admit(rt, new)
             validate_update(rt, old, new)
         if "generation" in old_meta and spec_part(old) != spec_part(new):
             new["metadata"]["generation"] = old_meta["generation"] + 1

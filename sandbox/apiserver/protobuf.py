@@ -1,6 +1,7 @@
 """Decoding of the protobuf bodies kubectl's imperative generators send, for the simple kinds.
 
-`kubectl create namespace|configmap|secret|serviceaccount` and `kubectl auth can-i` encode their object as
+`kubectl create namespace|configmap|secret|serviceaccount|token|role|clusterrole|rolebinding|
+clusterrolebinding` and `kubectl auth can-i` encode their object as
 `application/vnd.kubernetes.protobuf`: the magic `k8s\\0`, then a `runtime.Unknown` message
 (1: TypeMeta{1: apiVersion, 2: kind}, 2: raw object bytes). Only the fields those commands set
 are decoded (ObjectMeta name/generateName/namespace/labels/annotations, ConfigMap and Secret
@@ -103,6 +104,18 @@ def _decode_object(kind: str, raw: bytes) -> dict[str, Any]:
             obj["automountServiceAccountToken"] = bool(value)
         elif kind == "SelfSubjectAccessReview" and number == 2:
             obj["spec"] = _review_spec(value)
+        elif kind == "SelfSubjectRulesReview" and number == 2:
+            obj["spec"] = _strings(value, {1: "namespace"})
+        elif kind == "TokenRequest" and number == 2:
+            obj["spec"] = _token_request_spec(value)
+        elif kind in ("RoleBinding", "ClusterRoleBinding") and number == 2:
+            obj.setdefault("subjects", []).append(
+                _strings(value, {1: "kind", 2: "apiGroup", 3: "name", 4: "namespace"})
+            )
+        elif kind in ("RoleBinding", "ClusterRoleBinding") and number == 3:
+            obj["roleRef"] = _strings(value, {1: "apiGroup", 2: "kind", 3: "name"})
+        elif kind in ("Role", "ClusterRole") and number == 2:
+            obj.setdefault("rules", []).append(_policy_rule(value))
     return obj
 
 
@@ -136,7 +149,47 @@ def _review_spec(data: bytes) -> dict[str, Any]:
     return spec
 
 
-SUPPORTED = ("Namespace", "ConfigMap", "Secret", "ServiceAccount", "SelfSubjectAccessReview")
+def _strings(data: bytes, names: dict[int, str]) -> dict[str, str]:
+    return {names[n]: v.decode() for n, _, v in fields(data) if n in names and v}
+
+
+def _policy_rule(data: bytes) -> dict[str, list[str]]:
+    """PolicyRule: 1 verbs, 2 apiGroups, 3 resources, 4 resourceNames, 5 nonResourceURLs (all repeated)."""
+    names = {1: "verbs", 2: "apiGroups", 3: "resources", 4: "resourceNames", 5: "nonResourceURLs"}
+    rule: dict[str, list[str]] = {}
+    for number, _, value in fields(data):
+        if number in names:
+            rule.setdefault(names[number], []).append(value.decode())
+    return rule
+
+
+def _token_request_spec(data: bytes) -> dict[str, Any]:
+    """TokenRequestSpec: 1 audiences (repeated), 3 boundObjectRef, 4 expirationSeconds."""
+    spec: dict[str, Any] = {}
+    for number, wire, value in fields(data):
+        if number == 1:
+            spec.setdefault("audiences", []).append(value.decode())
+        elif number == 4 and wire == 0:
+            spec["expirationSeconds"] = value
+        elif number == 3:
+            names = {1: "kind", 2: "apiVersion", 3: "name", 4: "uid"}
+            spec["boundObjectRef"] = {names[n]: v.decode() for n, _, v in fields(value) if n in names}
+    return spec
+
+
+SUPPORTED = (
+    "Namespace",
+    "ConfigMap",
+    "Secret",
+    "ServiceAccount",
+    "SelfSubjectAccessReview",
+    "SelfSubjectRulesReview",
+    "TokenRequest",
+    "Role",
+    "ClusterRole",
+    "RoleBinding",
+    "ClusterRoleBinding",
+)
 
 
 def decode(body: bytes) -> dict[str, Any]:

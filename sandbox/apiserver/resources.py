@@ -112,6 +112,14 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         namespaced=False,
         verbs=("create",),
     ),
+    _rt(
+        "authorization.k8s.io",
+        "v1",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        namespaced=False,
+        verbs=("create",),
+    ),
 )
 
 

@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import base64
-import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from sandbox.apiserver import discovery, faults, logs, openapi, protobuf, scale, table
+from sandbox.apiserver import authn, discovery, faults, logs, openapi, protobuf, rbac, scale, table
 from sandbox.apiserver import watch as watching
-from sandbox.apiserver.errors import ApiError, bad_request, method_not_allowed, unauthorized
+from sandbox.apiserver.audit import AuditLog
+from sandbox.apiserver.errors import ApiError, bad_request, method_not_allowed, not_found, unauthorized
 from sandbox.apiserver.objects import Api
+from sandbox.apiserver.rbac_escalation import EscalationCheck
 from sandbox.apiserver.resources import ResourceType
 from sandbox.apiserver.selectors import parse_field_selector, parse_label_selector
 from sandbox.apiserver.ssa import manager_from_user_agent
 
 log = logging.getLogger("sandbox.apiserver")
-PUBLIC_PATHS = {"/version", "/healthz", "/livez", "/readyz"}
+PUBLIC_PATHS = {"/version", "/version/", "/healthz", "/livez", "/readyz"}
 DEFAULT_WATCH_TIMEOUT = 1800.0
 
 
@@ -45,9 +48,17 @@ def _truthy(value: str | None) -> bool:
 
 
 class ApiServer:
-    def __init__(self, api: Api, token: str, *, log_requests: bool = False) -> None:
+    def __init__(
+        self, api: Api, token: str, *, log_requests: bool = False, audit_log: Path | None = None
+    ) -> None:
         self.api = api
+        self.audit = AuditLog(audit_log) if audit_log is not None else None
         self.token = token
+        self.issuer = authn.TokenIssuer()
+        self.authenticator = authn.Authenticator(token, api.store, self.issuer)
+        self.authorizer = rbac.Authorizer(api.store)
+        self.aggregation = rbac.AggregationController(api)
+        api.admission.append(EscalationCheck(self.authorizer, api.store))
         self.log_requests = log_requests
         self.log_source: logs.LogSource | None = None
         self.server_address = "127.0.0.1:0"
@@ -64,26 +75,59 @@ class ApiServer:
     ) -> web.StreamResponse:
         if self.log_requests:
             log.info("%s %s accept=%s", request.method, request.path_qs, request.headers.get("Accept", ""))
+        received = datetime.now(UTC)
+        code = 500
         try:
             if request.path != faults.CONTROL_PATH:
                 injected = await faults.respond(self.faults, request)
                 if injected is not None:
+                    code = injected.status
                     return injected
-            if request.path not in PUBLIC_PATHS:
-                header = request.headers.get("Authorization", "")
-                given = header[7:].strip() if header.lower().startswith("bearer ") else ""
-                if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
-                    raise unauthorized()
+            request["user"] = self._authorize(request)
+            rbac.current_user.set(request["user"])
             if request.path == faults.CONTROL_PATH:
-                return await faults.control(self.faults, request)
-            return await handler(request)
+                response = await faults.control(self.faults, request)
+            else:
+                response = await handler(request)
+            code = response.status
+            return response
         except ApiError as exc:
+            code = exc.code
             return _json_response(exc.status(), exc.code)
+        finally:
+            if self.audit is not None:
+                self.audit.record(
+                    user=request.get("user"),
+                    attrs=rbac.request_attributes(request.method, request.path, request.query),
+                    uri=request.path_qs,
+                    code=code,
+                    received=received,
+                )
+
+    def _authorize(self, request: web.Request) -> authn.User:
+        """Authenticate the bearer token (401 when missing or invalid), then apply RBAC (403)."""
+        header = request.headers.get("Authorization", "")
+        given = header[7:].strip() if header.lower().startswith("bearer ") else ""
+        if given:
+            user = self.authenticator.authenticate(given)
+            if user is None:
+                raise unauthorized()
+        elif request.path in PUBLIC_PATHS:
+            user = authn.ANONYMOUS_USER
+        else:
+            raise unauthorized()
+        if user.privileged:
+            return user
+        attrs = rbac.request_attributes(request.method, request.path, request.query)
+        allowed, _, _ = self.authorizer.decide(user, attrs)
+        if not allowed:
+            raise rbac.forbidden(user, attrs)
+        return user
 
     # -- routing ------------------------------------------------------------------------------
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path
-        if path == "/version":
+        if path in ("/version", "/version/"):
             return _json_response(discovery.version_info())
         if path in ("/healthz", "/livez", "/readyz"):
             return web.Response(text="ok")
@@ -150,7 +194,13 @@ class ApiServer:
             raise not_found
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else ""
-        allowed_sub = {"status": rt.status, "scale": rt.scale is not None, "log": rt.log, "": True}
+        allowed_sub = {
+            "status": rt.status,
+            "scale": rt.scale is not None,
+            "log": rt.log,
+            "token": rt.key == ("", "serviceaccounts"),
+            "": True,
+        }
         if not allowed_sub.get(sub, False):
             raise not_found
         return Target(rt, namespace, name, sub, watch_path)
@@ -195,12 +245,19 @@ class ApiServer:
                     )
                 )
             return _json_response(obj)
+        if verb == "create" and t.subresource == "token" and t.name:
+            account = self.api.find(rt, namespace, t.name)
+            if account is None:
+                raise not_found(rt.plural, rt.group, t.name)
+            return _json_response(authn.token_request(self.issuer, account, await self._body(request)), 201)
         if verb == "create":
             if t.name:
                 raise method_not_allowed()
             body = await self._body(request)
             if rt.plural == "selfsubjectaccessreviews":
-                return _json_response(_access_review(body), 201)
+                return _json_response(rbac.access_review(self.authorizer, request["user"], body), 201)
+            if rt.plural == "selfsubjectrulesreviews":
+                return _json_response(rbac.rules_review(self.authorizer, request["user"], body), 201)
             created = self.api.create(rt, namespace, body, manager=manager, dry_run=dry_run, strict=strict)
             return _json_response(created, 201)
         assert verb in ("update", "patch", "delete", "deletecollection")
@@ -395,13 +452,3 @@ class ApiServer:
             else:
                 wanted = patching.merge_patch(current, body)
         return _json_response(scale.update_scale(self.api, t.rt, namespace, t.name, wanted, manager=manager))
-
-
-def _access_review(body: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "kind": "SelfSubjectAccessReview",
-        "apiVersion": "authorization.k8s.io/v1",
-        "metadata": {"creationTimestamp": None},
-        "spec": body.get("spec") or {},
-        "status": {"allowed": True, "reason": "the sandbox token is bound to cluster-admin"},
-    }

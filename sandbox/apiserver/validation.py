@@ -271,7 +271,12 @@ def _name_causes(rt: ResourceType, meta: dict[str, Any]) -> list[Cause]:
                 f'Invalid value: "{name}": {DNS1123_LABEL_HELP}',
             )
         ]
-    if not _DNS1123_SUBDOMAIN.match(name) or len(name) > 253:
+    if rt.group == "rbac.authorization.k8s.io":  # RBAC names are path segments (`system:basic-user`)
+        bad = next((part for part in ("/", "%") if part in name), None)
+        if bad is not None or name in (".", ".."):
+            why = f"may not contain '{bad}'" if bad else f"may not be '{name}'"
+            return [_cause("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {why}')]
+    elif not _DNS1123_SUBDOMAIN.match(name) or len(name) > 253:
         return [
             _cause(
                 "FieldValueInvalid",

@@ -14,7 +14,7 @@ from typing import IO
 
 from aiohttp import web
 
-from sandbox.apiserver import bootstrap, tls
+from sandbox.apiserver import bootstrap, rbac, tls
 from sandbox.apiserver.objects import Api
 from sandbox.apiserver.resources import BUILTIN_TYPES, Registry
 from sandbox.apiserver.server import ApiServer
@@ -40,6 +40,7 @@ class SandboxOptions:
     watch_window: int = 5000
     max_grace_seconds: float = 5.0
     log_requests: bool = False
+    audit_log: Path | None = None
 
 
 def claim_loopback_net() -> tuple[int, IO[str]]:
@@ -68,7 +69,9 @@ class Sandbox:
         self.token = options.token or secrets.token_urlsafe(24)
         self.store = Store(window=options.watch_window)
         self.api = Api(Registry(list(BUILTIN_TYPES)), self.store)
-        self.server = ApiServer(self.api, self.token, log_requests=options.log_requests)
+        self.server = ApiServer(
+            self.api, self.token, log_requests=options.log_requests, audit_log=options.audit_log
+        )
         self.net, self._net_lock = claim_loopback_net()
         self.controllers = ControllerManager(self.api, options, self.net)
         self.server.log_source = self.controllers.pod_logs
@@ -82,6 +85,7 @@ class Sandbox:
 
     async def start(self) -> None:
         bootstrap.create_namespaces(self.api)
+        rbac.install_default_policy(self.api)
         if self.options.kthena:
             bootstrap.install_crds(self.api)
         certs = tls.generate(self.options.host)
@@ -124,6 +128,8 @@ class Sandbox:
         await self.controllers.stop()
         if self._runner is not None:
             await self._runner.cleanup()
+        if self.server.audit is not None:
+            self.server.audit.close()
         with contextlib.suppress(OSError):
             fcntl.flock(self._net_lock, fcntl.LOCK_UN)
             self._net_lock.close()

@@ -211,15 +211,24 @@ def test_errors_sort_before_warnings() -> None:
     assert [f.level for f in findings] == ["error", "warning"]
 
 
-def test_denied_permissions_from_last_cluster_check_block() -> None:
-    denied = frozenset(
-        {("create", "workload.serving.volcano.sh", "modelservings"), ("patch", "", "services")}
-    )
+def test_denied_permissions_block_with_the_rule_to_add() -> None:
+    denied = frozenset({("patch", "workload.serving.volcano.sh", "modelservings"), ("patch", "", "services")})
     facts = ClusterFacts(crds=KTHENA, nodes=_nodes(GPU, 4), denied=denied)
     findings = run_preflight(spec_of("qwen-gpu-nixl"), facts)
     assert [f.code for f in findings] == ["permission_denied"]
-    assert "may not create modelservings.workload.serving.volcano.sh" in findings[0].message
+    assert "may not patch modelservings.workload.serving.volcano.sh on this cluster" in findings[0].message
+    assert findings[0].fix.endswith(
+        '- apiGroups: ["workload.serving.volcano.sh"]\n  resources: ["modelservings"]\n  verbs: ["patch"]'
+    )
     plain = run_preflight(
         spec_of("qwen-gpu-nixl", backend="deployments"), ClusterFacts(nodes=_nodes(GPU, 4), denied=denied)
     )
     assert [f.message.split(" on this")[0] for f in plain] == ["Tandem may not patch services"]
+    assert plain[0].fix.endswith('- apiGroups: [""]\n  resources: ["services"]\n  verbs: ["patch"]')
+
+
+def test_missing_permission_reads_are_skipped_and_only_permission_findings_shown() -> None:
+    denied = frozenset({("list", "", "nodes")})
+    findings = run_preflight(spec_of("qwen-gpu-nixl"), ClusterFacts(crds=KTHENA, denied=denied, partial=True))
+    assert [f.code for f in findings] == ["permission_denied"]
+    assert "list nodes" in findings[0].message and "count accelerators" in findings[0].message
