@@ -26,6 +26,7 @@ from yarl import URL
 from telemetry.assemble import PodResult, PodTarget
 from telemetry.links import normalize_table
 from telemetry.parse import LineParser
+from telemetry.sources import DIRECT, PrometheusSource, Transport, prometheus_results
 
 MAX_CONNECTIONS = 512
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -55,11 +56,15 @@ def _describe(exc: BaseException, url: str, timeout_s: float) -> str:
 _timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
 
-async def _get_text(session: aiohttp.ClientSession, url: str, timeout_s: float) -> tuple[int, str]:
+async def _get_text(
+    session: aiohttp.ClientSession, url: str, timeout_s: float, transport: Transport = DIRECT
+) -> tuple[int, str]:
     timeout = _timeouts.get(timeout_s)
     if timeout is None:
         timeout = _timeouts[timeout_s] = aiohttp.ClientTimeout(total=timeout_s)
-    async with session.get(URL(url, encoded=True), timeout=timeout) as response:
+    async with session.get(
+        URL(url, encoded=True), timeout=timeout, headers=transport.headers, ssl=transport.ssl
+    ) as response:
         body = await response.content.read(MAX_BODY_BYTES)
         return response.status, body.decode("utf-8", errors="replace")
 
@@ -71,34 +76,35 @@ async def scrape_pod(
     timeout_s: float,
     pod_by_address: dict[str, str],
     parser: LineParser | None = None,
+    transport: Transport = DIRECT,
 ) -> PodResult:
+    """One pod's ``/metrics`` (and link table) over ``transport``: directly, or through the API server."""
     target = request.target
-    base = f"http://{target.ip}:{target.port}"
     result = PodResult(target=target)
 
     async def metrics() -> None:
-        url = f"{base}/metrics"
+        url = transport.url(target, "metrics")
         try:
-            status, text = await _get_text(session, url, timeout_s)
+            status, text = await _get_text(session, url, timeout_s, transport)
             if status != 200:
-                result.error = f"{url} answered HTTP {status}"
+                result.error = transport.failure(status, text, url)
                 return
             result.raw = (parser or LineParser()).parse(text, ts=time.time())
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            result.error = _describe(exc, url, timeout_s)
+            result.error = transport.prefix + _describe(exc, url, timeout_s)
 
     async def links() -> None:
-        url = f"{base}/kv/links"
+        url = transport.url(target, "kv/links")
         try:
-            status, text = await _get_text(session, url, timeout_s)
+            status, text = await _get_text(session, url, timeout_s, transport)
             if status == 404:
                 return  # this engine keeps no link table; links come from connector metrics only
             if status != 200:
-                result.links_error = f"{url} answered HTTP {status}"
+                result.links_error = transport.failure(status, text, url)
                 return
             result.links = normalize_table(json.loads(text), pod_by_address)
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            result.links_error = _describe(exc, url, timeout_s)
+            result.links_error = transport.prefix + _describe(exc, url, timeout_s)
 
     if request.want_links:
         await asyncio.gather(metrics(), links())
@@ -113,6 +119,7 @@ async def scrape_all(
     *,
     timeout_s: float,
     parsers: dict[str, LineParser] | None = None,
+    transport: Transport = DIRECT,
 ) -> list[PodResult]:
     """Scrape every pod at once. ``parsers`` (per ``ip:port``) lets unchanged lines skip parsing."""
     pod_by_address = {r.target.ip: r.target.name for r in requests if r.target.ip}
@@ -127,7 +134,12 @@ async def scrape_all(
     tasks = [
         asyncio.ensure_future(
             scrape_pod(
-                session, r, timeout_s=timeout_s, pod_by_address=pod_by_address, parser=parser_for(r.target)
+                session,
+                r,
+                timeout_s=timeout_s,
+                pod_by_address=pod_by_address,
+                parser=parser_for(r.target),
+                transport=transport,
             )
         )
         for r in requests
@@ -139,8 +151,8 @@ async def scrape_all(
     results = []
     for request, task in zip(requests, tasks, strict=True):
         if task in late:
-            base = f"http://{request.target.ip}:{request.target.port}"
-            error = f"no answer from {base}/metrics within {timeout_s:.1f} s (collection deadline)"
+            url = transport.url(request.target, "metrics")
+            error = f"{transport.prefix}no answer from {url} within {timeout_s:.1f} s (collection deadline)"
             results.append(PodResult(target=request.target, error=error))
         else:
             results.append(task.result())
@@ -187,18 +199,47 @@ class Scraper:
                 self._loop, self._pid, self._session, self._parsers = loop, os.getpid(), None, {}
             return self._loop
 
-    async def _run(self, requests: Sequence[ScrapeRequest], timeout_s: float) -> list[PodResult]:
+    async def _run(
+        self, requests: Sequence[ScrapeRequest], timeout_s: float, transport: Transport
+    ) -> list[PodResult]:
         if self._session is None or self._session.closed:
             self._session = new_session()
         parsers = self._parsers if self._line_memory else None
-        return await scrape_all(self._session, requests, timeout_s=timeout_s, parsers=parsers)
+        return await scrape_all(
+            self._session, requests, timeout_s=timeout_s, parsers=parsers, transport=transport
+        )
 
-    def scrape(self, requests: Sequence[ScrapeRequest], *, timeout_s: float) -> list[PodResult]:
+    async def _query(
+        self, source: PrometheusSource, namespace: str, targets: Sequence[PodTarget], timeout_s: float
+    ) -> list[PodResult]:
+        if self._session is None or self._session.closed:
+            self._session = new_session()
+        parsers = self._parsers if self._line_memory else None
+        return await prometheus_results(
+            self._session, source, namespace, targets, timeout_s=timeout_s, parsers=parsers
+        )
+
+    def scrape(
+        self, requests: Sequence[ScrapeRequest], *, timeout_s: float, transport: Transport = DIRECT
+    ) -> list[PodResult]:
+        """Each pod's own endpoints, directly or through the API server's pods proxy."""
         if not requests:
             return []
         loop = self._ensure_loop()
         future: Future[list[PodResult]] = asyncio.run_coroutine_threadsafe(
-            self._run(requests, timeout_s), loop
+            self._run(requests, timeout_s, transport), loop
+        )
+        return future.result(timeout=timeout_s * 1.25 + 30)
+
+    def query(
+        self, source: PrometheusSource, namespace: str, targets: Sequence[PodTarget], *, timeout_s: float
+    ) -> list[PodResult]:
+        """The pods' latest samples from a Prometheus server (one PromQL query for all of them)."""
+        if not targets:
+            return []
+        loop = self._ensure_loop()
+        future: Future[list[PodResult]] = asyncio.run_coroutine_threadsafe(
+            self._query(source, namespace, targets, timeout_s), loop
         )
         return future.result(timeout=timeout_s * 1.25 + 30)
 

@@ -162,7 +162,7 @@ class Proxy:
                 headers=headers,
                 data=body,
                 allow_redirects=False,
-                ssl=self._insecure if scheme == "https" else None,
+                ssl=self._insecure if scheme == "https" else True,
             ) as upstream:
                 response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
                 for key, value in upstream.headers.items():

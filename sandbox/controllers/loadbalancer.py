@@ -147,9 +147,9 @@ class LoadBalancerController(Reconciler):
             await self.forwarders.close(ip)
             self.ips.release(ip)
         for (namespace, name), service in wanted.items():
-            ip = self.external.get((namespace, name))
-            if ip is None:
-                ip = self.external[(namespace, name)] = self.ips.allocate("external")
+            known = self.external.get((namespace, name))
+            ip = known if known is not None else self.ips.allocate("external")
+            self.external[(namespace, name)] = ip
             ports = (service.get("spec") or {}).get("ports") or []
             for port in ports:
                 await self.forwarders.open(ip, int(port["port"]), self._target(namespace, name, port))

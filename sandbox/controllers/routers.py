@@ -99,6 +99,13 @@ def service_endpoints(
     return result
 
 
+def _fixed(ip: str, port: int) -> Callable[[], tuple[str, int] | None]:
+    def target() -> tuple[str, int] | None:
+        return ip, port
+
+    return target
+
+
 @dataclass
 class _Running:
     ip: str
@@ -149,7 +156,7 @@ class RouterController(Reconciler):
                 if self._isolated and self.forwarders is not None:
                     external = external or self.ips.allocate("external")
                     await self.forwarders.close(external)
-                    await self.forwarders.open(external, port, lambda ip=ip, port=port: (ip, port))
+                    await self.forwarders.open(external, port, _fixed(ip, port))
                 self.running[key] = _Running(ip, port, spec, external)
             publish(self.running[key].external or self.running[key].ip)
 
