@@ -124,3 +124,13 @@ def sandbox_cluster_isolated():  # type: ignore[no-untyped-def]
         nodes=4, accelerators=["huawei.com/ascend-1980=8"], pod_network="isolated"
     ) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def prometheus_isolated(sandbox_cluster_isolated):  # type: ignore[no-untyped-def]
+    """A real Prometheus (Debian's package) on the isolated sandbox's pod network, scraping every pod
+    each second, reachable from the host only through its LoadBalancer Service (``.url``)."""
+    from sandbox.monitoring import SandboxPrometheus
+
+    with SandboxPrometheus(sandbox_cluster_isolated, scrape_interval="1s") as prometheus:
+        yield prometheus

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import re
 import ssl
 import time
 from collections.abc import Mapping, Sequence
@@ -119,9 +118,18 @@ class PrometheusSource:
         return headers
 
 
+_RE2_SPECIAL = frozenset(".+*?()|[]{}^$\\")
+
+
+def _promql_regex_literal(text: str) -> str:
+    """``text`` matched literally by an RE2 regex inside a PromQL double-quoted string (pure)."""
+    return "".join(("\\\\" + c) if c in _RE2_SPECIAL else c for c in text).replace('"', '\\"')
+
+
 def pod_selector(source: PrometheusSource, namespace: str, pods: Sequence[str]) -> str:
     """The PromQL selector of every series of these pods (pure)."""
-    names = "|".join(re.escape(name) for name in sorted(pods))
+    names = "|".join(_promql_regex_literal(name) for name in sorted(pods))
+    namespace = namespace.replace("\\", "\\\\").replace('"', '\\"')
     return f'{{{source.namespace_label}="{namespace}",{source.pod_label}=~"{names}"}}'
 
 
