@@ -146,9 +146,28 @@ class SandboxPrometheus:
         self.stop()
 
     @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    @property
     def log(self) -> str:
         path = self.dir / "prometheus.log"
         return path.read_text(errors="replace") if path.exists() else ""
+
+    def wait_for_targets(self, namespace: str, count: int, timeout: float = 60.0) -> None:
+        """Until Prometheus has scraped ``count`` pods of ``namespace`` successfully."""
+        import urllib.parse
+        import urllib.request
+
+        query = urllib.parse.quote(f'count(up{{namespace="{namespace}"}} == 1)')
+
+        def scraped() -> bool:
+            url = f"{self.url}/api/v1/query?query={query}"
+            with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - http:// built above
+                result = json.load(response)["data"]["result"]
+            return bool(result) and int(float(result[0]["value"][1])) >= count
+
+        self.cluster.wait_for(scraped, timeout=timeout, interval=0.5, message=f"{count} pods scraped")
 
     # -- internals ------------------------------------------------------------------------------
     def _expose(self) -> str:

@@ -159,8 +159,15 @@ async def scrape_all(
     return results
 
 
-def new_session() -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=4, keepalive_timeout=60)
+# Direct: a few keep-alive connections per pod. Through one host (the API server's proxy, a
+# Prometheus server) every pod's request shares that host's connections, so it gets more of them.
+PER_HOST = {"direct": 4, "proxy": 64, "prometheus": 4}
+
+
+def new_session(limit_per_host: int = 4) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(
+        limit=MAX_CONNECTIONS, limit_per_host=limit_per_host, keepalive_timeout=60
+    )
     return aiohttp.ClientSession(
         connector=connector,
         headers={"Accept": "text/plain"},
@@ -187,7 +194,7 @@ class Scraper:
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._sessions: dict[str, aiohttp.ClientSession] = {}  # per source kind; loop thread only
         self._parsers: dict[str, LineParser] = {}  # used on the loop thread only
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -196,27 +203,33 @@ class Scraper:
                 loop = new_loop()
                 thread = threading.Thread(target=loop.run_forever, name="telemetry-scraper", daemon=True)
                 thread.start()
-                self._loop, self._pid, self._session, self._parsers = loop, os.getpid(), None, {}
+                self._loop, self._pid, self._sessions, self._parsers = loop, os.getpid(), {}, {}
             return self._loop
+
+    def _session_for(self, kind: str) -> aiohttp.ClientSession:
+        session = self._sessions.get(kind)
+        if session is None or session.closed:
+            session = self._sessions[kind] = new_session(PER_HOST.get(kind, 4))
+        return session
 
     async def _run(
         self, requests: Sequence[ScrapeRequest], timeout_s: float, transport: Transport
     ) -> list[PodResult]:
-        if self._session is None or self._session.closed:
-            self._session = new_session()
         parsers = self._parsers if self._line_memory else None
         return await scrape_all(
-            self._session, requests, timeout_s=timeout_s, parsers=parsers, transport=transport
+            self._session_for(transport.kind),
+            requests,
+            timeout_s=timeout_s,
+            parsers=parsers,
+            transport=transport,
         )
 
     async def _query(
         self, source: PrometheusSource, namespace: str, targets: Sequence[PodTarget], timeout_s: float
     ) -> list[PodResult]:
-        if self._session is None or self._session.closed:
-            self._session = new_session()
         parsers = self._parsers if self._line_memory else None
         return await prometheus_results(
-            self._session, source, namespace, targets, timeout_s=timeout_s, parsers=parsers
+            self._session_for("prometheus"), source, namespace, targets, timeout_s=timeout_s, parsers=parsers
         )
 
     def scrape(
@@ -245,11 +258,11 @@ class Scraper:
 
     def close(self) -> None:
         with self._lock:
-            loop, session = self._loop, self._session
-            self._loop, self._session = None, None
+            loop, sessions = self._loop, list(self._sessions.values())
+            self._loop, self._sessions = None, {}
         if loop is None or not loop.is_running():
             return
-        if session is not None:
+        for session in sessions:
             asyncio.run_coroutine_threadsafe(session.close(), loop).result(timeout=5)
         loop.call_soon_threadsafe(loop.stop)
 

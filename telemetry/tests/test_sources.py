@@ -59,7 +59,10 @@ def test_a_pod_prometheus_failed_to_scrape_has_up_zero():
 
 
 def test_proxy_403_names_the_rule_to_grant():
-    body = b'{"kind":"Status","message":"pods \\"p-0\\" is forbidden: User \\"x\\" cannot get resource \\"pods/proxy\\""}'
+    body = (
+        b'{"kind":"Status","message":"pods \\"p-0\\" is forbidden: '
+        b'User \\"x\\" cannot get resource \\"pods/proxy\\""}'
+    )
     text = describe_proxy_failure(403, body)
     assert text.startswith("403 from API server, grant get on pods/proxy")
     assert "resources: ['pods/proxy'], verbs: ['get']" in text and "is forbidden" in text
