@@ -137,17 +137,34 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+_PREFIXES: dict[tuple[tuple[str, str], ...], str] = {}  # series identity -> rendered name{labels}
+_PREFIX_LIMIT = 200_000
+
+
+def _prefix(metric: Mapping[str, Any], drop: frozenset[str]) -> str:
+    key = tuple(metric.items())
+    prefix = _PREFIXES.get(key)
+    if prefix is None:
+        name = metric.get("__name__", "")
+        labels = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(metric.items()) if k not in drop)
+        prefix = f"{name}{{{labels}}}" if labels else str(name)
+        if len(_PREFIXES) > _PREFIX_LIMIT:
+            _PREFIXES.clear()
+        _PREFIXES[key] = prefix
+    return prefix
+
+
 def render_exposition(series: Sequence[Mapping[str, Any]], drop: frozenset[str]) -> str:
-    """Prometheus query results (``{"metric": {...}, "value": [ts, "v"]}``) → exposition lines (pure)."""
+    """Prometheus query results (``{"metric": {...}, "value": [ts, "v"]}``) → exposition lines (pure;
+    the rendered name and labels of a series are remembered, they repeat query after query)."""
     lines = []
     for item in series:
         metric = item.get("metric") or {}
         name = metric.get("__name__")
         if not name or name in SYNTHETIC:
             continue
-        labels = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(metric.items()) if k not in drop)
         value = (item.get("value") or [0, "NaN"])[1]
-        lines.append(f"{name}{{{labels}}} {value}" if labels else f"{name} {value}")
+        lines.append(f"{_prefix(metric, drop)} {value}")
     return "\n".join(lines) + "\n" if lines else ""
 
 

@@ -10,6 +10,7 @@ import pytest
 import requests
 
 import kube
+from clusters.selectors import cluster_connection
 from clusters.services import cluster_register, cluster_set_metrics_source
 from kube.labels import TOPOLOGY
 from telemetry import services
@@ -40,8 +41,6 @@ def _deploy(sandbox, operator, *, source: str, prometheus_url: str = ""):
 
 
 def _router_url(cluster, topology) -> str:
-    from clusters.selectors import cluster_connection
-
     conn = cluster_connection(cluster)
     routes = kube.list_objects(
         conn, "networking.serving.volcano.sh/v1alpha1", "ModelRoute", topology.namespace
@@ -111,16 +110,8 @@ def test_registration_on_the_isolated_network_finds_pods_unreachable_and_recomme
 def test_proxy_source_on_the_isolated_pod_network(sandbox_cluster_isolated, operator, client):
     cluster, topology = _deploy(sandbox_cluster_isolated, operator, source="proxy")
     router = _router_url(cluster, topology)
-    assert not router.startswith(
-        tuple(
-            f"http://{p.ip}:"
-            for p in kube.list_pods(
-                __import__("clusters.selectors", fromlist=["x"]).cluster_connection(cluster),
-                topology.namespace,
-                f"{TOPOLOGY}={topology.pk}",
-            )
-        )
-    )
+    pods = kube.list_pods(cluster_connection(cluster), topology.namespace, f"{TOPOLOGY}={topology.pk}")
+    assert not any(router.startswith(f"http://{p.ip}:") for p in pods)  # the external address
     _send_traffic(router, topology.model_name)
     _collect_until(topology, _metrics_flow)
     _send_traffic(router, topology.model_name)
