@@ -83,6 +83,7 @@ class ClusterRegisterForm(forms.Form):
             ("prometheus", "Prometheus: the cluster's own, queried with PromQL"),
         ],
         initial="auto",
+        required=False,  # not given: auto
         widget=forms.RadioSelect,
         label="Where live metrics come from",
     )

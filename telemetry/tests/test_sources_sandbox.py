@@ -19,6 +19,22 @@ from telemetry.models import Point, Series
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def deploy(operator):
+    """Deploy the Mooncake preset through ``source``; its namespace is removed afterwards (the
+    sandboxes are shared by the session and their accelerators are few)."""
+    made: list[tuple[object, str]] = []
+
+    def run(sandbox, *, source: str, prometheus_url: str = ""):
+        cluster, topology = _deploy(sandbox, operator, source=source, prometheus_url=prometheus_url)
+        made.append((sandbox, topology.namespace))
+        return cluster, topology
+
+    yield run
+    for sandbox, namespace in made:
+        sandbox.kubectl("delete", "namespace", namespace, "--wait=false")  # type: ignore[attr-defined]
+
+
 def _deploy(sandbox, operator, *, source: str, prometheus_url: str = ""):
     from deployments.tests.sandbox_helpers import deploy_now
     from topologies.presets import preset_spec
@@ -87,8 +103,8 @@ def _assert_stored_and_served(client, user, topology) -> None:
     assert pods and all(p["error"] is None for p in pods if p["role"] in ("prefill", "decode")), body
 
 
-def test_direct_source_on_the_flat_pod_network(sandbox_cluster, operator, client):
-    cluster, topology = _deploy(sandbox_cluster, operator, source="direct")
+def test_direct_source_on_the_flat_pod_network(sandbox_cluster, deploy, operator, client):
+    cluster, topology = deploy(sandbox_cluster, source="direct")
     _send_traffic(_router_url(cluster, topology), topology.model_name)
     snapshot = _collect_until(topology, lambda s: _metrics_flow(s) and (s["totals"]["prompt_tps"] or 0) >= 0)
     assert snapshot["health"]["state"] != "stale"
@@ -96,9 +112,9 @@ def test_direct_source_on_the_flat_pod_network(sandbox_cluster, operator, client
 
 
 def test_registration_on_the_isolated_network_finds_pods_unreachable_and_recommends_the_proxy(
-    sandbox_cluster_isolated, operator
+    sandbox_cluster_isolated, deploy
 ):
-    cluster, _ = _deploy(sandbox_cluster_isolated, operator, source="auto")
+    cluster, _ = deploy(sandbox_cluster_isolated, source="auto")
     probed = cluster_set_metrics_source(cluster=cluster, metrics_source="auto")
     results = probed.metrics_probe["results"]
     assert results["direct"]["ok"] is False and "unreachable" in results["direct"]["message"]
@@ -107,8 +123,8 @@ def test_registration_on_the_isolated_network_finds_pods_unreachable_and_recomme
     assert probed.metrics_source == "proxy"
 
 
-def test_proxy_source_on_the_isolated_pod_network(sandbox_cluster_isolated, operator, client):
-    cluster, topology = _deploy(sandbox_cluster_isolated, operator, source="proxy")
+def test_proxy_source_on_the_isolated_pod_network(sandbox_cluster_isolated, deploy, operator, client):
+    cluster, topology = deploy(sandbox_cluster_isolated, source="proxy")
     router = _router_url(cluster, topology)
     pods = kube.list_pods(cluster_connection(cluster), topology.namespace, f"{TOPOLOGY}={topology.pk}")
     assert not any(router.startswith(f"http://{p.ip}:") for p in pods)  # the external address
@@ -120,8 +136,8 @@ def test_proxy_source_on_the_isolated_pod_network(sandbox_cluster_isolated, oper
     _assert_stored_and_served(client, operator, topology)
 
 
-def test_direct_source_on_the_isolated_network_is_a_named_problem(sandbox_cluster_isolated, operator):
-    _, topology = _deploy(sandbox_cluster_isolated, operator, source="direct")
+def test_direct_source_on_the_isolated_network_is_a_named_problem(sandbox_cluster_isolated, deploy):
+    _, topology = deploy(sandbox_cluster_isolated, source="direct")
     snapshot = services.telemetry_collect(topology_id=topology.pk)
     assert snapshot is not None
     assert snapshot["health"]["state"] == "stale"
@@ -129,10 +145,10 @@ def test_direct_source_on_the_isolated_network_is_a_named_problem(sandbox_cluste
 
 
 def test_prometheus_source_on_the_isolated_pod_network(
-    sandbox_cluster_isolated, prometheus_isolated, operator, client
+    sandbox_cluster_isolated, prometheus_isolated, deploy, operator, client
 ):
-    cluster, topology = _deploy(
-        sandbox_cluster_isolated, operator, source="prometheus", prometheus_url=prometheus_isolated.url
+    cluster, topology = deploy(
+        sandbox_cluster_isolated, source="prometheus", prometheus_url=prometheus_isolated.url
     )
     assert cluster.metrics_probe["results"]["prometheus"]["ok"] is True
     router = _router_url(cluster, topology)
@@ -144,10 +160,10 @@ def test_prometheus_source_on_the_isolated_pod_network(
     _assert_stored_and_served(client, operator, topology)
 
 
-def test_prometheus_that_stops_answering_is_a_named_problem(sandbox_cluster_isolated, operator):
+def test_prometheus_that_stops_answering_is_a_named_problem(sandbox_cluster_isolated, deploy):
     with socket_closed_port() as port:
         url = f"http://127.0.0.1:{port}"
-        _, topology = _deploy(sandbox_cluster_isolated, operator, source="prometheus", prometheus_url=url)
+        _, topology = deploy(sandbox_cluster_isolated, source="prometheus", prometheus_url=url)
         snapshot = services.telemetry_collect(topology_id=topology.pk)
     assert snapshot is not None
     assert snapshot["health"]["state"] == "stale"
