@@ -112,3 +112,25 @@ def sandbox_cluster_tls():  # type: ignore[no-untyped-def]
 
     with SandboxCluster(nodes=4, accelerators=["huawei.com/ascend-1980=8"], tls=True) as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def sandbox_cluster_isolated():  # type: ignore[no-untyped-def]
+    """Pods in a network namespace the host cannot reach: only the API server and LoadBalancer
+    addresses answer from here, as with a remote cluster (needs root, like CI)."""
+    from sandbox.testing import SandboxCluster
+
+    with SandboxCluster(
+        nodes=4, accelerators=["huawei.com/ascend-1980=8"], pod_network="isolated"
+    ) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def prometheus_isolated(sandbox_cluster_isolated):  # type: ignore[no-untyped-def]
+    """A real Prometheus (Debian's package) on the isolated sandbox's pod network, scraping every pod
+    each second, reachable from the host only through its LoadBalancer Service (``.url``)."""
+    from sandbox.monitoring import SandboxPrometheus
+
+    with SandboxPrometheus(sandbox_cluster_isolated, scrape_interval="1s") as prometheus:
+        yield prometheus

@@ -72,6 +72,42 @@ class ClusterRegisterForm(forms.Form):
         help_text="The certificate authority that signed the API server's certificate; required for "
         "https://. Tandem always verifies it.",
     )
+    metrics_source = forms.ChoiceField(
+        choices=[
+            ("auto", "Recommend one (Tandem probes each source when saving)"),
+            (
+                "direct",
+                "Direct: Tandem reaches pod IPs (it runs in the cluster, or the pod network is routed)",
+            ),
+            ("proxy", "API-server proxy: through pods/{name}:{port}/proxy (needs get on pods/proxy)"),
+            ("prometheus", "Prometheus: the cluster's own, queried with PromQL"),
+        ],
+        initial="auto",
+        required=False,  # not given: auto
+        widget=forms.RadioSelect,
+        label="Where live metrics come from",
+    )
+    prometheus_url = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Prometheus URL",
+        widget=forms.URLInput(attrs={"placeholder": "https://prometheus.example:9090"}),
+        help_text="The base URL of its HTTP API (Tandem queries /api/v1/query). Its pod series need the "
+        "labels namespace and pod, as kube-prometheus' pod and service monitors give them.",
+    )
+    prometheus_token = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
+        label="Prometheus bearer token",
+        help_text="Optional; stored encrypted, never shown again.",
+    )
+    prometheus_username = forms.CharField(required=False, max_length=200, label="…or basic auth user")
+    prometheus_password = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "off"}),
+        label="Basic auth password",
+        help_text="Stored encrypted, never shown again.",
+    )
     allow_unreachable = forms.BooleanField(
         required=False,
         label="Save even if the connection test fails",
@@ -111,6 +147,11 @@ class ClusterRegisterForm(forms.Form):
             "name": data["name"],
             "description": data.get("description", ""),
             "allow_unreachable": bool(data.get("allow_unreachable")),
+            "metrics_source": data.get("metrics_source") or "auto",
+            "prometheus_url": data.get("prometheus_url") or "",
+            "prometheus_token": data.get("prometheus_token") or "",
+            "prometheus_username": data.get("prometheus_username") or "",
+            "prometheus_password": data.get("prometheus_password") or "",
         }
         if method == "kubeconfig":
             kwargs.update(kubeconfig=data.get("kubeconfig"), context=data.get("context") or None)

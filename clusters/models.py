@@ -27,6 +27,12 @@ class HealthState(models.TextChoices):
     UNKNOWN = "unknown", "Not checked yet"
 
 
+class MetricsSource(models.TextChoices):
+    DIRECT = "direct", "Direct (pod IPs reachable: Tandem in the cluster, or a routed pod network)"
+    PROXY = "proxy", "API-server proxy (pods/{name}:{port}/proxy/metrics; needs get on pods/proxy)"
+    PROMETHEUS = "prometheus", "Prometheus (the cluster's own, queried with PromQL over its HTTP API)"
+
+
 class Cluster(models.Model):
     name = models.CharField(max_length=63, unique=True, validators=[NAME_VALIDATOR])
     description = models.CharField(max_length=500, blank=True)
@@ -44,6 +50,22 @@ class Cluster(models.Model):
     client_cert = EncryptedTextField(blank=True, default="")
     client_key = EncryptedTextField(blank=True, default="")
     credential_version = models.CharField(max_length=32, default="", editable=False)
+
+    # Where live metrics are read from (telemetry.sources); Prometheus credentials encrypted like the above.
+    metrics_source = models.CharField(
+        max_length=16, choices=MetricsSource.choices, default=MetricsSource.DIRECT
+    )
+    prometheus_url = models.CharField(
+        max_length=500, blank=True, help_text="Prometheus base URL, e.g. https://prometheus.example:9090"
+    )
+    prometheus_token = EncryptedTextField(blank=True, default="")
+    prometheus_username = EncryptedTextField(blank=True, default="")
+    prometheus_password = EncryptedTextField(blank=True, default="")
+    metrics_probe = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="{recommended, reason, checked, results: {direct|proxy|prometheus: {ok, message}}}",
+    )
 
     health_state = models.CharField(max_length=16, choices=HealthState.choices, default=HealthState.UNKNOWN)
     last_error = models.TextField(blank=True, help_text="Why the cluster is not healthy, in words")

@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
+from clusters.metrics import MetricsSettings
 from clusters.models import AuthMethod, Cluster, ClusterHealthCheck, NodeInventory
 from kube import ClusterConnection
 from kube.kubeconfig import in_cluster_credentials
@@ -148,4 +149,15 @@ def check_due_clusters(*, older_than: timedelta = timedelta(seconds=50)) -> list
         Cluster.objects.filter(Q(last_checked__isnull=True) | Q(last_checked__lt=cutoff)).values_list(
             "id", flat=True
         )
+    )
+
+
+def cluster_metrics_settings(cluster: Cluster) -> MetricsSettings:
+    """The cluster's metrics source with its (decrypted) Prometheus credentials, for the collector."""
+    return MetricsSettings(
+        source=cluster.metrics_source,
+        prometheus_url=cluster.prometheus_url,
+        prometheus_token=cluster.prometheus_token,
+        prometheus_username=cluster.prometheus_username,
+        prometheus_password=cluster.prometheus_password,
     )

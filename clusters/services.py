@@ -16,6 +16,7 @@ from audit.services import audit_record
 from clusters.checks import CheckFacts, assess
 from clusters.credentials import ConnectionResult, Credentials, invalid, resolve_credentials
 from clusters.inspection import gather_facts, probe, probe_credentials
+from clusters.metrics import AUTO, MetricsSettings, Probe, probe_sources, validate_settings
 from clusters.models import (
     NAME_VALIDATOR,
     AuthMethod,
@@ -69,16 +70,31 @@ def cluster_register(
     in_cluster: bool = False,
     description: str = "",
     allow_unreachable: bool = False,
+    metrics_source: str | None = None,
+    prometheus_url: str | None = None,
+    prometheus_token: str | None = None,
+    prometheus_username: str | None = None,
+    prometheus_password: str | None = None,
     actor: Any = None,
     source_ip: str | None = None,
 ) -> Cluster:
     """Validate the credentials, test them (short timeout), save them encrypted, and queue a full check.
+
+    The metrics sources are probed too (``clusters.metrics``); ``metrics_source`` ``auto`` (or none)
+    takes the recommended one, an explicit choice is kept and the probe's findings shown beside it.
 
     An unreachable cluster is refused with the reason on the responsible field, unless ``allow_unreachable``
     (then it is saved in state unreachable with that reason). The probe runs before, and outside, the
     transaction that saves: no database transaction is held open across network calls.
     """
     name = _validate_name(name)
+    settings = validate_settings(
+        source=metrics_source,
+        prometheus_url=prometheus_url,
+        prometheus_token=prometheus_token,
+        prometheus_username=prometheus_username,
+        prometheus_password=prometheus_password,
+    )
     creds, result = _tested_credentials(
         name=name,
         kubeconfig=kubeconfig,
@@ -89,9 +105,33 @@ def cluster_register(
         in_cluster=in_cluster,
         allow_unreachable=allow_unreachable,
     )
+    found = _probe_metrics(creds, name, settings) if result.ok else None
     return _save_new(
-        name=name, description=description, creds=creds, result=result, actor=actor, source_ip=source_ip
+        name=name,
+        description=description,
+        creds=creds,
+        result=result,
+        metrics=settings,
+        probe=found,
+        actor=actor,
+        source_ip=source_ip,
     )
+
+
+def _probe_metrics(creds: Credentials, name: str, settings: MetricsSettings) -> Probe:
+    import secrets as _secrets
+
+    conn = creds.connection(cluster_id=-_secrets.randbelow(2**31) - 1, name=name)
+    try:
+        return probe_sources(conn, settings, creds.namespace)
+    finally:
+        kube.forget(conn.cluster_id)
+
+
+def _chosen_source(settings: MetricsSettings, found: Probe | None, current: str) -> str:
+    if settings.source != AUTO:
+        return settings.source
+    return found["recommended"] if found else current
 
 
 def _tested_credentials(
@@ -128,6 +168,8 @@ def _save_new(
     description: str,
     creds: Credentials,
     result: ConnectionResult,
+    metrics: MetricsSettings,
+    probe: Probe | None,
     actor: Any,
     source_ip: str | None,
 ) -> Cluster:
@@ -138,6 +180,9 @@ def _save_new(
                 name=name,
                 description=(description or "").strip()[:500],
                 **creds.stored(),
+                **metrics.stored(),
+                metrics_source=_chosen_source(metrics, probe, "direct"),
+                metrics_probe=dict(probe) if probe else {},
                 credential_version=secrets.token_hex(8),
                 health_state=HealthState.UNKNOWN if result.ok else HealthState.UNREACHABLE,
                 last_error="" if result.ok else result.message,
@@ -165,6 +210,7 @@ def _save_new(
             "server": creds.server,
             "context": creds.context,
             "reachable": result.ok,
+            "metrics_source": cluster.metrics_source,
         },
     )
     _queue_check(cluster.pk)
@@ -288,6 +334,55 @@ def _switched_context(*, cluster: Cluster, name: str, context: str, allow_unreac
         }
         raise DomainError(error.message, code=error.code, fields=fields) from None
     return creds
+
+
+def cluster_set_metrics_source(
+    *,
+    cluster: Cluster,
+    metrics_source: str | None = None,
+    prometheus_url: str | None = None,
+    prometheus_token: str | None = None,
+    prometheus_username: str | None = None,
+    prometheus_password: str | None = None,
+    actor: Any = None,
+    source_ip: str | None = None,
+) -> Cluster:
+    """Choose (or re-probe, with ``auto``) where live metrics come from. Prometheus credentials left out
+    (None) keep the stored ones; the probe runs before, and outside, the transaction that saves."""
+    settings = validate_settings(
+        source=metrics_source,
+        prometheus_url=cluster.prometheus_url if prometheus_url is None else prometheus_url,
+        prometheus_token=cluster.prometheus_token if prometheus_token is None else prometheus_token,
+        prometheus_username=cluster.prometheus_username
+        if prometheus_username is None
+        else prometheus_username,
+        prometheus_password=cluster.prometheus_password
+        if prometheus_password is None
+        else prometheus_password,
+    )
+    try:
+        conn = cluster_connection(cluster)
+    except KubeconfigError:
+        found = None
+    else:
+        found = probe_sources(conn, settings, cluster.default_namespace)
+    with transaction.atomic():
+        locked = Cluster.objects.select_for_update().get(pk=cluster.pk)
+        before = locked.metrics_source
+        for attribute, value in settings.stored().items():
+            setattr(locked, attribute, value)
+        locked.metrics_source = _chosen_source(settings, found, locked.metrics_source)
+        if found is not None:
+            locked.metrics_probe = dict(found)
+        locked.save()
+        audit_record(
+            action="cluster.metrics_source",
+            actor=actor,
+            target=locked,
+            source_ip=source_ip,
+            detail={"from": before, "to": locked.metrics_source, "prometheus_url": locked.prometheus_url},
+        )
+    return locked
 
 
 def cluster_test_connection(*, cluster: Cluster) -> ConnectionResult:

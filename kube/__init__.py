@@ -29,6 +29,11 @@ Public API (import from ``kube``)::
     access_review(conn, [(verb, group, resource, namespace), ...]) -> {AccessCheck: AccessResult}
     rules_review(conn, namespace) -> RulesReview(resource_rules, incomplete)  # SelfSubjectRulesReview
     list_nodes(conn) -> list[NodeInfo]            # accelerator capacity / allocatable / in use per node
+    pod_proxy_get(conn, namespace, pod, port, path) -> Response  # GET through the pods proxy (any status)
+    proxy_transport(conn) -> ProxyTransport       # URLs, auth header and TLS context for async proxy calls
+    describe_proxy_failure(status, body) -> str   # "403 from API server, grant get on pods/proxy ..."
+    sample_running_pods(conn, namespace=None) -> list[ProxyPod]  # a few Running pods with IP and port
+    service_ingress(conn, namespace, name) -> list[str]  # a LoadBalancer Service's external addresses
 
 Every call has a short timeout and goes through ``kube.retry``: 429 honours Retry-After, 5xx and connection
 errors back off exponentially with jitter (bounded attempts), 4xx are never retried, 409 on an update
@@ -61,6 +66,15 @@ from kube.errors import (
     KubeUnauthorized,
     KubeUnreachable,
 )
+from kube.proxy import PodTarget as ProxyPod
+from kube.proxy import (
+    ProxyTransport,
+    describe_proxy_failure,
+    pod_proxy_get,
+    proxy_transport,
+    sample_running_pods,
+    service_ingress,
+)
 from kube.resources import apply_objects, delete_object, get_object, list_objects, scale, update_object
 from kube.workloads import EventInfo, PodInfo, list_events, list_pods, pod_log_tail
 
@@ -80,10 +94,13 @@ __all__ = [
     "NodeInfo",
     "PodInfo",
     "RulesReview",
+    "ProxyPod",
+    "ProxyTransport",
     "access_review",
     "api_client",
     "apply_objects",
     "delete_object",
+    "describe_proxy_failure",
     "forget",
     "get_object",
     "get_version",
@@ -94,8 +111,12 @@ __all__ = [
     "list_objects",
     "list_pods",
     "pod_log_tail",
+    "pod_proxy_get",
+    "proxy_transport",
     "request",
     "rules_review",
+    "sample_running_pods",
     "scale",
+    "service_ingress",
     "update_object",
 ]

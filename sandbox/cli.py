@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from sandbox.controllers.runtime import DEFAULT_ACCELERATOR, Sandbox, SandboxOptions
+from sandbox.netns import MODES
 
 # Commands provided by other sandbox packages: name → module exposing `main(argv) -> int`.
 DELEGATED = {"load": "sandbox.load.cli", "fault": "sandbox.engine.cli"}
@@ -63,6 +64,13 @@ def up_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="append an audit.k8s.io/v1 Event per request (JSON lines)",
     )
+    parser.add_argument(
+        "--pod-network",
+        choices=MODES,
+        default="flat",
+        help="flat: pods on the host's loopback (default); isolated: pods in a network namespace "
+        "the host cannot reach, only the API server and LoadBalancer addresses reachable (root)",
+    )
     return parser
 
 
@@ -85,6 +93,7 @@ def options_from_args(args: argparse.Namespace) -> SandboxOptions:
         max_grace_seconds=args.max_grace,
         log_requests=args.log_requests,
         audit_log=args.audit_log,
+        pod_network=args.pod_network,
     )
 
 
@@ -94,8 +103,15 @@ async def run_up(options: SandboxOptions) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await sandbox.start()
-    print(f"sandbox ready: server={sandbox.url} kubeconfig={sandbox.kubeconfig_path}", flush=True)
+    try:
+        await sandbox.start()
+    except BaseException:
+        sandbox.network.remove()
+        raise
+    network = f" pod_network={sandbox.network.mode}"
+    if sandbox.network.isolated:
+        network += f" netns={sandbox.network.name}"
+    print(f"sandbox ready: server={sandbox.url} kubeconfig={sandbox.kubeconfig_path}{network}", flush=True)
     try:
         await stop.wait()
     finally:

@@ -44,6 +44,7 @@ class SandboxCluster:
         token: str | None = None,
         extra_args: Sequence[str] = (),
         startup_timeout: float = 30.0,
+        pod_network: str = "flat",
     ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="tandem-sandbox-test-")
         self.kubeconfig_path = Path(self._tmp.name) / "kubeconfig"
@@ -59,7 +60,11 @@ class SandboxCluster:
             self.args.append("--tls")
         if token:
             self.args += ["--token", token]
+        if pod_network != "flat":
+            self.args += ["--pod-network", pod_network]
         self.args += list(extra_args)
+        self.pod_network = pod_network
+        self.netns = ""  # the pod network's namespace when isolated (`ip netns exec NETNS ...`)
         self.tls = tls
         self.startup_timeout = startup_timeout
         self.server = ""
@@ -106,6 +111,7 @@ class SandboxCluster:
             if line.startswith(READY_PREFIX):
                 fields = dict(part.split("=", 1) for part in line[len(READY_PREFIX) :].split())
                 self.server = fields["server"]
+                self.netns = fields.get("netns", "")
                 ready.set()
         ready.set()
 
@@ -122,6 +128,10 @@ class SandboxCluster:
                 process.wait()
         self._process = None
         self._tmp.cleanup()
+        if self.netns:  # normally removed by the sandbox itself; not when it was killed
+            from sandbox.netns import remove_leftovers
+
+            remove_leftovers()
         return process.returncode
 
     def __enter__(self) -> SandboxCluster:

@@ -171,7 +171,13 @@ def _start_sandbox(ctx: DemoContext) -> str:
 
 def _register_sandbox(ctx: DemoContext) -> str:
     result = ctx.manage(
-        "register_cluster", "--name", SANDBOX_CLUSTER, "--kubeconfig", str(_sandbox_kubeconfig(ctx))
+        "register_cluster",
+        "--name",
+        SANDBOX_CLUSTER,
+        "--kubeconfig",
+        str(_sandbox_kubeconfig(ctx)),
+        "--metrics-source",
+        "direct",
     )
     return _last_line(result, f"cluster {SANDBOX_CLUSTER} registered")
 

@@ -26,6 +26,7 @@ from yarl import URL
 from telemetry.assemble import PodResult, PodTarget
 from telemetry.links import normalize_table
 from telemetry.parse import LineParser
+from telemetry.sources import DIRECT, PrometheusSource, Transport, prometheus_results
 
 MAX_CONNECTIONS = 512
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -55,14 +56,18 @@ def _describe(exc: BaseException, url: str, timeout_s: float) -> str:
 _timeouts: dict[float, aiohttp.ClientTimeout] = {}
 
 
-async def _get_text(session: aiohttp.ClientSession, url: str, timeout_s: float) -> tuple[int, str]:
+async def _get_text(
+    session: aiohttp.ClientSession, url: str, timeout_s: float, transport: Transport = DIRECT
+) -> tuple[int, str]:
     timeout = _timeouts.get(timeout_s)
     if timeout is None:
         # connect and whole-answer deadlines: a pod that accepts and then stalls costs at most timeout_s
         timeout = _timeouts[timeout_s] = aiohttp.ClientTimeout(
             total=timeout_s, sock_connect=timeout_s, sock_read=timeout_s
         )
-    async with session.get(URL(url, encoded=True), timeout=timeout) as response:
+    async with session.get(
+        URL(url, encoded=True), timeout=timeout, headers=transport.headers, ssl=transport.ssl
+    ) as response:
         body = await response.content.read(MAX_BODY_BYTES)
         return response.status, body.decode("utf-8", errors="replace")
 
@@ -74,34 +79,35 @@ async def scrape_pod(
     timeout_s: float,
     pod_by_address: dict[str, str],
     parser: LineParser | None = None,
+    transport: Transport = DIRECT,
 ) -> PodResult:
+    """One pod's ``/metrics`` (and link table) over ``transport``: directly, or through the API server."""
     target = request.target
-    base = f"http://{target.ip}:{target.port}"
     result = PodResult(target=target)
 
     async def metrics() -> None:
-        url = f"{base}/metrics"
+        url = transport.url(target, "metrics")
         try:
-            status, text = await _get_text(session, url, timeout_s)
+            status, text = await _get_text(session, url, timeout_s, transport)
             if status != 200:
-                result.error = f"{url} answered HTTP {status}"
+                result.error = transport.failure(status, text, url)
                 return
             result.raw = (parser or LineParser()).parse(text, ts=time.time())
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            result.error = _describe(exc, url, timeout_s)
+            result.error = transport.prefix + _describe(exc, url, timeout_s)
 
     async def links() -> None:
-        url = f"{base}/kv/links"
+        url = transport.url(target, "kv/links")
         try:
-            status, text = await _get_text(session, url, timeout_s)
+            status, text = await _get_text(session, url, timeout_s, transport)
             if status == 404:
                 return  # this engine keeps no link table; links come from connector metrics only
             if status != 200:
-                result.links_error = f"{url} answered HTTP {status}"
+                result.links_error = transport.failure(status, text, url)
                 return
             result.links = normalize_table(json.loads(text), pod_by_address)
         except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            result.links_error = _describe(exc, url, timeout_s)
+            result.links_error = transport.prefix + _describe(exc, url, timeout_s)
 
     if request.want_links:
         await asyncio.gather(metrics(), links())
@@ -116,6 +122,7 @@ async def scrape_all(
     *,
     timeout_s: float,
     parsers: dict[str, LineParser] | None = None,
+    transport: Transport = DIRECT,
 ) -> list[PodResult]:
     """Scrape every pod at once. ``parsers`` (per ``ip:port``) lets unchanged lines skip parsing."""
     pod_by_address = {r.target.ip: r.target.name for r in requests if r.target.ip}
@@ -130,7 +137,12 @@ async def scrape_all(
     tasks = [
         asyncio.ensure_future(
             scrape_pod(
-                session, r, timeout_s=timeout_s, pod_by_address=pod_by_address, parser=parser_for(r.target)
+                session,
+                r,
+                timeout_s=timeout_s,
+                pod_by_address=pod_by_address,
+                parser=parser_for(r.target),
+                transport=transport,
             )
         )
         for r in requests
@@ -142,16 +154,23 @@ async def scrape_all(
     results = []
     for request, task in zip(requests, tasks, strict=True):
         if task in late:
-            base = f"http://{request.target.ip}:{request.target.port}"
-            error = f"no answer from {base}/metrics within {timeout_s:.1f} s (collection deadline)"
+            url = transport.url(request.target, "metrics")
+            error = f"{transport.prefix}no answer from {url} within {timeout_s:.1f} s (collection deadline)"
             results.append(PodResult(target=request.target, error=error))
         else:
             results.append(task.result())
     return results
 
 
-def new_session() -> aiohttp.ClientSession:
-    connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS, limit_per_host=4, keepalive_timeout=60)
+# Direct: a few keep-alive connections per pod. Through one host (the API server's proxy, a
+# Prometheus server) every pod's request shares that host's connections, so it gets more of them.
+PER_HOST = {"direct": 4, "proxy": 64, "prometheus": 4}
+
+
+def new_session(limit_per_host: int = 4) -> aiohttp.ClientSession:
+    connector = aiohttp.TCPConnector(
+        limit=MAX_CONNECTIONS, limit_per_host=limit_per_host, keepalive_timeout=60
+    )
     return aiohttp.ClientSession(
         connector=connector,
         headers={"Accept": "text/plain"},
@@ -178,7 +197,7 @@ class Scraper:
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._sessions: dict[str, aiohttp.ClientSession] = {}  # per source kind; loop thread only
         self._parsers: dict[str, LineParser] = {}  # used on the loop thread only
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
@@ -187,31 +206,66 @@ class Scraper:
                 loop = new_loop()
                 thread = threading.Thread(target=loop.run_forever, name="telemetry-scraper", daemon=True)
                 thread.start()
-                self._loop, self._pid, self._session, self._parsers = loop, os.getpid(), None, {}
+                self._loop, self._pid, self._sessions, self._parsers = loop, os.getpid(), {}, {}
             return self._loop
 
-    async def _run(self, requests: Sequence[ScrapeRequest], timeout_s: float) -> list[PodResult]:
-        if self._session is None or self._session.closed:
-            self._session = new_session()
-        parsers = self._parsers if self._line_memory else None
-        return await scrape_all(self._session, requests, timeout_s=timeout_s, parsers=parsers)
+    def _session_for(self, kind: str) -> aiohttp.ClientSession:
+        session = self._sessions.get(kind)
+        if session is None or session.closed:
+            session = self._sessions[kind] = new_session(PER_HOST.get(kind, 4))
+        return session
 
-    def scrape(self, requests: Sequence[ScrapeRequest], *, timeout_s: float) -> list[PodResult]:
+    async def _run(
+        self, requests: Sequence[ScrapeRequest], timeout_s: float, transport: Transport
+    ) -> list[PodResult]:
+        parsers = self._parsers if self._line_memory else None
+        return await scrape_all(
+            self._session_for(transport.kind),
+            requests,
+            timeout_s=timeout_s,
+            parsers=parsers,
+            transport=transport,
+        )
+
+    async def _query(
+        self, source: PrometheusSource, namespace: str, targets: Sequence[PodTarget], timeout_s: float
+    ) -> list[PodResult]:
+        parsers = self._parsers if self._line_memory else None
+        return await prometheus_results(
+            self._session_for("prometheus"), source, namespace, targets, timeout_s=timeout_s, parsers=parsers
+        )
+
+    def scrape(
+        self, requests: Sequence[ScrapeRequest], *, timeout_s: float, transport: Transport = DIRECT
+    ) -> list[PodResult]:
+        """Each pod's own endpoints, directly or through the API server's pods proxy."""
         if not requests:
             return []
         loop = self._ensure_loop()
         future: Future[list[PodResult]] = asyncio.run_coroutine_threadsafe(
-            self._run(requests, timeout_s), loop
+            self._run(requests, timeout_s, transport), loop
+        )
+        return future.result(timeout=timeout_s * 1.25 + 30)
+
+    def query(
+        self, source: PrometheusSource, namespace: str, targets: Sequence[PodTarget], *, timeout_s: float
+    ) -> list[PodResult]:
+        """The pods' latest samples from a Prometheus server (one PromQL query for all of them)."""
+        if not targets:
+            return []
+        loop = self._ensure_loop()
+        future: Future[list[PodResult]] = asyncio.run_coroutine_threadsafe(
+            self._query(source, namespace, targets, timeout_s), loop
         )
         return future.result(timeout=timeout_s * 1.25 + 5)
 
     def close(self) -> None:
         with self._lock:
-            loop, session = self._loop, self._session
-            self._loop, self._session = None, None
+            loop, sessions = self._loop, list(self._sessions.values())
+            self._loop, self._sessions = None, {}
         if loop is None or not loop.is_running():
             return
-        if session is not None:
+        for session in sessions:
             asyncio.run_coroutine_threadsafe(session.close(), loop).result(timeout=5)
         loop.call_soon_threadsafe(loop.stop)
 

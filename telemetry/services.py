@@ -7,7 +7,6 @@ import time
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -20,10 +19,10 @@ from audit.services import audit_record
 from controlplane.broadcast import broadcast_on_commit, overview_group, topology_group
 from kube.labels import KTHENA_ROLE, ROLE, TOPOLOGY
 from telemetry import cache, selectors
-from telemetry.assemble import PodResult, PodTarget, build_snapshot
+from telemetry.assemble import PodTarget, build_snapshot
+from telemetry.collect import apply_source_problem, collect_results, remembered_problem, source_problem
 from telemetry.health import SLO_LABELS, SloMetric
 from telemetry.models import LatestSnapshot, Point, Rollup, RollupCursor, Series, TelemetryAlert
-from telemetry.scrape import ScrapeRequest, scraper
 from telemetry.series import snapshot_points
 from telemetry.snapshot import Event, OverviewMessage, TelemetryMessage, TopologySnapshot, empty_snapshot
 from topologies.models import Topology
@@ -60,37 +59,20 @@ def pod_targets(pods: Iterable[kube.PodInfo]) -> list[PodTarget]:
     return targets
 
 
-def _collect_results(
-    topology: Topology, targets: list[PodTarget], backoff: dict[str, Any], now: float, interval: float
-) -> list[PodResult]:
-    requests, results = [], []
-    want_links = topology.kv_connector != "none"
-    for target in targets:
-        if not target.ip or target.phase != "Running":
-            results.append(PodResult(target=target))
-        elif target.name in backoff and backoff[target.name]["retry_at"] > now:
-            results.append(PodResult(target=target, skipped=True))
-        else:
-            requests.append(ScrapeRequest(target=target, want_links=want_links and target.role == "decode"))
-    timeout_s = float(getattr(settings, "TELEMETRY_SCRAPE_TIMEOUT_SECONDS", 0.8 * interval))
-    results.extend(scraper().scrape(requests, timeout_s=timeout_s))
-    return results
-
-
 def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
     """Scrape, derive, store and push one topology. None when it is gone or not deployed."""
     topology = Topology.objects.select_related("cluster").filter(pk=topology_id).first()
     if topology is None or topology.deployed_revision_id is None:
         return None
-    from clusters.selectors import cluster_connection
+    from clusters.selectors import cluster_connection, cluster_metrics_settings
 
     interval = float(settings.TELEMETRY_INTERVAL_SECONDS)
     now = time.time()
     state = cache.get_state(topology_id)
+    source = cluster_metrics_settings(topology.cluster)
     try:
-        pods = kube.list_pods(
-            cluster_connection(topology.cluster), topology.namespace, f"{TOPOLOGY}={topology_id}"
-        )
+        conn = cluster_connection(topology.cluster)
+        pods = kube.list_pods(conn, topology.namespace, f"{TOPOLOGY}={topology_id}")
     except (kube.KubeError, OSError, ValueError) as exc:
         message = exc.message if isinstance(exc, kube.KubeError) else str(exc)
         logger.debug("telemetry: topology %s: cannot list pods: %s", topology_id, message)
@@ -98,7 +80,17 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         snapshot["health"]["state"] = "down"
         telemetry_store(topology=topology, snapshot=snapshot, actions={})
         return snapshot
-    results = _collect_results(topology, pod_targets(pods), state["backoff"], now, interval)
+    results = collect_results(
+        settings=source,
+        conn=conn,
+        namespace=topology.namespace,
+        targets=pod_targets(pods),
+        backoff=state["backoff"],
+        now=now,
+        interval=interval,
+        want_links=topology.kv_connector != "none",
+    )
+    problem = remembered_problem(topology_id, *source_problem(source.source, results))
     open_alerts = {
         a.metric: a for a in TelemetryAlert.objects.filter(topology=topology, resolved__isnull=True)
     }
@@ -115,6 +107,7 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         link_slow_ms=settings.TELEMETRY_LINK_SLOW_MS,
         events=selectors.recent_events(topology_id=topology_id, since=now - 15 * 60),
     )
+    apply_source_problem(snapshot, problem)
     cache.set_state(topology_id, new_state)
     telemetry_store(topology=topology, snapshot=snapshot, actions=actions, open_alerts=open_alerts)
     return snapshot

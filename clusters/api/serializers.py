@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from clusters.metrics import CHOICES as METRICS_CHOICES
 from clusters.models import Cluster, ClusterHealthCheck, NodeInventory
 
 _CRED_STYLE = {"base_template": "textarea.html"}
@@ -46,6 +47,40 @@ class ClusterSerializer(serializers.ModelSerializer[Cluster]):
         default=False,
         help_text="Save even when the connection test fails (the cluster starts as unreachable).",
     )
+    metrics_source = serializers.CharField(
+        required=False,
+        help_text="Where live metrics come from: direct (pod IPs reachable), proxy (the API server's "
+        "pods proxy; needs get on pods/proxy), prometheus (PromQL over prometheus_url), or auto "
+        "(default at registration: the recommended source of the probe). Answers the source in use.",
+    )
+    prometheus_url = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="Prometheus base URL (required with metrics_source prometheus), e.g. https://prom.example:9090.",
+    )
+    prometheus_token = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        help_text="Bearer token for Prometheus (stored encrypted).",
+    )
+    prometheus_username = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        help_text="Basic auth user for Prometheus (encrypted).",
+    )
+    prometheus_password = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        trim_whitespace=False,
+        help_text="Basic auth password for Prometheus (stored encrypted).",
+    )
+    metrics_probe = serializers.JSONField(
+        read_only=True,
+        help_text="What the last probe found per source ({ok, message}) and the source it recommends.",
+    )
 
     class Meta:
         model = Cluster
@@ -74,6 +109,12 @@ class ClusterSerializer(serializers.ModelSerializer[Cluster]):
             "ca_bundle",
             "in_cluster",
             "allow_unreachable",
+            "metrics_source",
+            "prometheus_url",
+            "prometheus_token",
+            "prometheus_username",
+            "prometheus_password",
+            "metrics_probe",
         ]
         read_only_fields = [
             "auth_method",
@@ -104,6 +145,13 @@ class ClusterSerializer(serializers.ModelSerializer[Cluster]):
                 "help_text": "API server URL (https://; http:// only on loopback).",
             },
         }
+
+    def validate_metrics_source(self, value: str) -> str:
+        if value.strip().lower() not in METRICS_CHOICES:
+            raise serializers.ValidationError(
+                f"{value!r} is not one of {', '.join(METRICS_CHOICES)}; pick one"
+            )
+        return value.strip().lower()
 
     def get_node_count(self, obj: Cluster) -> int:
         annotated = getattr(obj, "node_count", None)

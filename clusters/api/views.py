@@ -27,6 +27,13 @@ from controlplane.client_ip import client_ip
 from keys.scopes import Scope
 
 _CREDENTIALS = ("kubeconfig", "server", "token", "ca_bundle")
+_METRICS = (
+    "metrics_source",
+    "prometheus_url",
+    "prometheus_token",
+    "prometheus_username",
+    "prometheus_password",
+)
 
 
 class ClusterViewSet(
@@ -61,6 +68,7 @@ class ClusterViewSet(
             **{k: data.get(k) for k in _CREDENTIALS},
             in_cluster=bool(data.get("in_cluster")),
             allow_unreachable=bool(data.get("allow_unreachable")),
+            **{k: data.get(k) for k in _METRICS},
             actor=self.request.user,
             source_ip=client_ip(self.request),
         )
@@ -79,6 +87,13 @@ class ClusterViewSet(
             actor=self.request.user,
             source_ip=client_ip(self.request),
         )
+        if any(k in data for k in _METRICS):
+            serializer.instance = services.cluster_set_metrics_source(
+                cluster=serializer.instance,
+                **{k: data.get(k) for k in _METRICS},
+                actor=self.request.user,
+                source_ip=client_ip(self.request),
+            )
 
     @extend_schema(parameters=[OpenApiParameter("confirm", bool, description="Also remove its topologies.")])
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -104,6 +119,19 @@ class ClusterViewSet(
             "message": result.message,
         }
         return Response(ConnectionResultSerializer(body).data)
+
+    @extend_schema(request=None, responses=ClusterSerializer)
+    @action(detail=True, methods=["post"], url_path="probe-metrics")
+    def probe_metrics(self, request: Request, pk: str | None = None) -> Response:
+        """Probe the metrics sources again (direct, proxy, Prometheus); the source in use is unchanged."""
+        cluster = self.get_object()
+        services.cluster_set_metrics_source(
+            cluster=cluster,
+            metrics_source=cluster.metrics_source,
+            actor=request.user,
+            source_ip=client_ip(request),
+        )
+        return Response(ClusterSerializer(selectors.cluster_list().get(pk=cluster.pk)).data)
 
     @extend_schema(request=None, responses=ClusterSerializer)
     @action(detail=True, methods=["post"])

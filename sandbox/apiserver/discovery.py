@@ -113,6 +113,16 @@ def _resource_entries(rt: ResourceType) -> list[dict[str, Any]]:
                 "verbs": ["get"],
             }
         )
+    if not rt.group and rt.plural in ("pods", "services"):
+        entries.append(
+            {
+                "name": f"{rt.plural}/proxy",
+                "singularName": "",
+                "namespaced": True,
+                "kind": "PodProxyOptions" if rt.plural == "pods" else "ServiceProxyOptions",
+                "verbs": ["create", "delete", "get", "patch", "update"],
+            }
+        )
     return entries
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from sandbox.apiserver import authn, discovery, faults, logs, openapi, protobuf, rbac, scale, table
+from sandbox.apiserver import proxy as proxying
 from sandbox.apiserver import watch as watching
 from sandbox.apiserver.audit import AuditLog
 from sandbox.apiserver.errors import ApiError, bad_request, method_not_allowed, not_found, unauthorized
@@ -26,6 +27,7 @@ from sandbox.apiserver.ssa import manager_from_user_agent
 log = logging.getLogger("sandbox.apiserver")
 PUBLIC_PATHS = {"/version", "/version/", "/healthz", "/livez", "/readyz"}
 DEFAULT_WATCH_TIMEOUT = 1800.0
+PROXIED = frozenset({"pods", "services"})
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class Target:
     name: str | None
     subresource: str
     watch_path: bool
+    proxy_name: str = ""  # `proxy` subresource: the `[scheme:]name[:port]` segment
+    proxy_path: str = ""  # and the path after `/proxy/`
 
 
 def _json_response(body: dict[str, Any], status: int = 200) -> web.Response:
@@ -63,6 +67,7 @@ class ApiServer:
         self.log_source: logs.LogSource | None = None
         self.server_address = "127.0.0.1:0"
         self.faults = faults.FaultTable()
+        self.proxy = proxying.Proxy()
 
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._middleware], client_max_size=64 * 1024 * 1024)
@@ -159,7 +164,7 @@ class ApiServer:
                     404, "NotFound", "the server could not find the requested resource", details={}
                 )
             return _json_response(doc)
-        target = self._target(group, version, rest)
+        target = self._target(group, version, rest, trailing_slash=path.endswith("/"))
         return await self._handle(request, target)
 
     def _openapi(self, rest: list[str]) -> web.Response:
@@ -176,7 +181,7 @@ class ApiServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource", details={})
         return _json_response(doc)
 
-    def _target(self, group: str, version: str, rest: list[str]) -> Target:
+    def _target(self, group: str, version: str, rest: list[str], *, trailing_slash: bool = False) -> Target:
         registry = self.api.registry
         watch_path = rest[0] == "watch"
         if watch_path:
@@ -190,6 +195,10 @@ class ApiServer:
         if not rest:
             raise not_found
         rt = registry.lookup(group, version, rest[0])
+        if rt is not None and len(rest) >= 3 and rest[2] == "proxy" and rt.plural in PROXIED:
+            tail = "/".join(rest[3:]) + ("/" if trailing_slash and len(rest) > 3 else "")
+            wanted = proxying.split_name(rest[1])
+            return Target(rt, namespace, wanted.name, "proxy", watch_path, rest[1], tail)
         if rt is None or len(rest) > 3:
             raise not_found
         name = rest[1] if len(rest) > 1 else None
@@ -221,6 +230,8 @@ class ApiServer:
         namespace = t.namespace or ""
         if rt.namespaced and t.namespace is None and verb not in ("list", "watch"):
             raise method_not_allowed()
+        if t.subresource == "proxy":
+            return await self._proxy(request, t)
         manager = q.get("fieldManager") or manager_from_user_agent(request.headers.get("User-Agent"))
         dry_run = q.get("dryRun") == "All"
         strict = q.get("fieldValidation") == "Strict"
@@ -299,6 +310,18 @@ class ApiServer:
         return _json_response(obj, code)
 
     # -- verbs --------------------------------------------------------------------------------
+    async def _proxy(self, request: web.Request, t: Target) -> web.StreamResponse:
+        assert t.name is not None
+        namespace = t.namespace or ""
+        wanted = proxying.split_name(t.proxy_name)
+        obj = self.api.get(t.rt, namespace, t.name)
+        if t.rt.plural == "pods":
+            ip, port = proxying.pod_location(obj, wanted)
+        else:
+            endpoints = self.api.store.peek("", "endpoints", namespace, t.name)
+            ip, port = proxying.service_location(obj, endpoints, wanted)
+        return await self.proxy.relay(request, wanted.scheme, ip, port, t.proxy_path)
+
     async def _body(self, request: web.Request) -> dict[str, Any]:
         raw = await request.read()
         if "protobuf" in request.headers.get("Content-Type", ""):

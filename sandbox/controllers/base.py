@@ -191,9 +191,10 @@ class EventRecorder:
 
 
 class IpPool:
-    """Loopback addresses in this sandbox's 127.<net>.0.0/16: pods, routers and service IPs."""
+    """Loopback addresses in this sandbox's 127.<net>.0.0/16: pods, routers, service IPs and the
+    external (load-balancer) addresses."""
 
-    RANGES = {"pod": (1, 199), "router": (200, 219), "service": (220, 254)}
+    RANGES = {"pod": (1, 199), "router": (200, 219), "service": (220, 249), "external": (250, 254)}
 
     def __init__(self, net: int) -> None:
         self.net = net

@@ -10,6 +10,7 @@ from sandbox.apiserver.objects import Api
 from sandbox.apiserver.storage import WatchEvent
 from sandbox.controllers.base import EventRecorder, IpPool, Reconciler
 from sandbox.controllers.kubelet import Kubelet
+from sandbox.controllers.loadbalancer import Forwarders, LoadBalancerController
 from sandbox.controllers.modelserving import ModelServingController
 from sandbox.controllers.nodes import NamespaceController, create_nodes
 from sandbox.controllers.routers import RouterController
@@ -17,6 +18,7 @@ from sandbox.controllers.scheduler import Scheduler
 from sandbox.controllers.services import ServiceController
 from sandbox.controllers.workloads import DeploymentController, ReplicaSetController
 from sandbox.engine.farm import EngineFarm
+from sandbox.netns import PodNetwork
 from sandbox.router.farm import RouterFarm
 
 if TYPE_CHECKING:
@@ -24,16 +26,21 @@ if TYPE_CHECKING:
 
 
 class ControllerManager:
-    def __init__(self, api: Api, options: SandboxOptions, net: int) -> None:
+    def __init__(
+        self, api: Api, options: SandboxOptions, net: int, network: PodNetwork | None = None
+    ) -> None:
         self.api = api
         self.options = options
         self.net = net
         self.ips = IpPool(net)
+        self.network = network or PodNetwork("flat")
+        self.forwarders = Forwarders(self.network)
         self.events = EventRecorder(api)
         self.engines = EngineFarm()
         self.routers = RouterFarm()
         self.kubelet = Kubelet(api, self.events, self.ips, self.engines, options.max_grace_seconds)
-        self.router_controller = RouterController(api, self.ips, self.routers)
+        self.router_controller = RouterController(api, self.ips, self.routers, self.forwarders)
+        self.loadbalancers = LoadBalancerController(api, self.ips, self.forwarders)
         self.reconcilers: list[Reconciler] = [
             NamespaceController(api),
             Scheduler(api, self.events),
@@ -43,6 +50,7 @@ class ControllerManager:
             ModelServingController(api),
             ServiceController(api, self.ips),
             self.router_controller,
+            self.loadbalancers,
         ]
         self._tasks: list[asyncio.Task[None]] = []
         api.store.add_listener(self._on_event)
@@ -68,4 +76,5 @@ class ControllerManager:
                 await task
         await self.kubelet.close()
         await self.router_controller.close()
+        await self.loadbalancers.close()
         await self.engines.close()

@@ -23,6 +23,7 @@ from typing import Any
 
 from sandbox.apiserver.objects import Api
 from sandbox.controllers.base import IpPool, Reconciler, is_pod_ready
+from sandbox.controllers.loadbalancer import Forwarders
 from sandbox.router.farm import Endpoint, RouterFarm, RouterSpec
 
 URL_ANNOTATION = "sandbox.tandem.io/router-url"
@@ -98,22 +99,35 @@ def service_endpoints(
     return result
 
 
+def _fixed(ip: str, port: int) -> Callable[[], tuple[str, int] | None]:
+    def target() -> tuple[str, int] | None:
+        return ip, port
+
+    return target
+
+
 @dataclass
 class _Running:
     ip: str
     port: int
     spec: RouterSpec
+    external: str = ""  # the host-reachable address (isolated pod network: a forwarder's)
 
 
 class RouterController(Reconciler):
     name = "router-controller"
     watches = ((NET, "modelroutes"), (NET, "modelservers"), ("", "services"))
 
-    def __init__(self, api: Api, ips: IpPool, farm: RouterFarm) -> None:
+    def __init__(self, api: Api, ips: IpPool, farm: RouterFarm, forwarders: Forwarders | None = None) -> None:
         super().__init__(api)
         self.ips = ips
         self.farm = farm
+        self.forwarders = forwarders
         self.running: dict[str, _Running] = {}
+
+    @property
+    def _isolated(self) -> bool:
+        return self.forwarders is not None and self.forwarders.network.isolated
 
     def _has_kthena(self) -> bool:
         return (NET, "modelroutes") in {rt.key for rt in self.api.registry.types()}
@@ -128,16 +142,27 @@ class RouterController(Reconciler):
                 self._want_service(service, wanted)
         for key in [k for k in self.running if k not in wanted]:
             await self.farm.stop(key)
-            self.ips.release(self.running.pop(key).ip)
+            gone = self.running.pop(key)
+            self.ips.release(gone.ip)
+            if gone.external and self.forwarders is not None:
+                await self.forwarders.close(gone.external)
+                self.ips.release(gone.external)
         for key, (spec, port, endpoints, publish) in wanted.items():
             current = self.running.get(key)
             if current is None or current.spec != spec or current.port != port:
                 ip = current.ip if current else self.ips.allocate("router")
                 await self.farm.start(key, ip, port, spec, endpoints)
-                self.running[key] = _Running(ip, port, spec)
-            publish(self.running[key].ip)
+                external = current.external if current else ""
+                if self._isolated and self.forwarders is not None:
+                    external = external or self.ips.allocate("external")
+                    await self.forwarders.close(external)
+                    await self.forwarders.open(external, port, _fixed(ip, port))
+                self.running[key] = _Running(ip, port, spec, external)
+            publish(self.running[key].external or self.running[key].ip)
 
     async def close(self) -> None:
+        if self.forwarders is not None:
+            await self.forwarders.close_all()
         await self.farm.close()
 
     def _want_route(self, route: dict[str, Any], wanted: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from sandbox.apiserver.resources import BUILTIN_TYPES, Registry
 from sandbox.apiserver.server import ApiServer
 from sandbox.apiserver.storage import Store
 from sandbox.controllers.manager import ControllerManager
+from sandbox.netns import PodNetwork
 
 DEFAULT_ACCELERATOR = ("huawei.com/ascend-1980", 8)
 
@@ -41,6 +42,7 @@ class SandboxOptions:
     max_grace_seconds: float = 5.0
     log_requests: bool = False
     audit_log: Path | None = None
+    pod_network: str = "flat"  # or "isolated": pods in a network namespace the host cannot reach
 
 
 def claim_loopback_net() -> tuple[int, IO[str]]:
@@ -73,7 +75,8 @@ class Sandbox:
             self.api, self.token, log_requests=options.log_requests, audit_log=options.audit_log
         )
         self.net, self._net_lock = claim_loopback_net()
-        self.controllers = ControllerManager(self.api, options, self.net)
+        self.network = PodNetwork(options.pod_network)
+        self.controllers = ControllerManager(self.api, options, self.net, self.network)
         self.server.log_source = self.controllers.pod_logs
         self._runner: web.AppRunner | None = None
         self._workdir = Path(tempfile.mkdtemp(prefix="tandem-sandbox-"))
@@ -84,6 +87,9 @@ class Sandbox:
         self.https_kubeconfig_path = self.kubeconfig_path
 
     async def start(self) -> None:
+        # Isolated: from here on this thread (and every thread it starts) is on the pod network;
+        # only the API server's listeners and load-balancer forwarders are put on the host's.
+        self.network.create()
         bootstrap.create_namespaces(self.api)
         rbac.install_default_policy(self.api)
         if self.options.kthena:
@@ -97,12 +103,10 @@ class Sandbox:
         )
         await self._runner.setup()
         host = self.options.host
-        main = web.TCPSite(
+        main = web.SockSite(
             self._runner,
-            host,
-            self.options.port,
+            self.network.host_listener(host, self.options.port),
             ssl_context=ssl_context if self.options.tls else None,
-            backlog=1024,
         )
         await main.start()
         port = self._runner.addresses[0][1]
@@ -117,7 +121,7 @@ class Sandbox:
         else:
             # kubectl (client-go's clientcmd) sends no credentials to an http:// server, so a
             # plain-HTTP sandbox also serves HTTPS on a second port with its own kubeconfig.
-            secure = web.TCPSite(self._runner, host, 0, ssl_context=ssl_context, backlog=1024)
+            secure = web.SockSite(self._runner, self.network.host_listener(host, 0), ssl_context=ssl_context)
             await secure.start()
             self.https_url = f"https://{host}:{self._runner.addresses[1][1]}"
             self.https_kubeconfig_path = self.kubeconfig_path.with_name(self.kubeconfig_path.name + "-https")
@@ -126,10 +130,12 @@ class Sandbox:
 
     async def stop(self) -> None:
         await self.controllers.stop()
+        await self.server.proxy.close()
         if self._runner is not None:
             await self._runner.cleanup()
         if self.server.audit is not None:
             self.server.audit.close()
+        self.network.remove()
         with contextlib.suppress(OSError):
             fcntl.flock(self._net_lock, fcntl.LOCK_UN)
             self._net_lock.close()

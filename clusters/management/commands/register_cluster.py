@@ -27,6 +27,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--allow-unreachable", action="store_true", help="Save even if the connection test fails"
         )
+        parser.add_argument(
+            "--metrics-source",
+            default="auto",
+            choices=["auto", "direct", "proxy", "prometheus"],
+            help="Where live metrics come from (default auto: the source the registration probe recommends)",
+        )
+        parser.add_argument(
+            "--prometheus-url", default="", help="Prometheus base URL (with --metrics-source prometheus)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["kubeconfig"])
@@ -47,6 +56,8 @@ class Command(BaseCommand):
                     context=options["context"],
                     description=options["description"],
                     allow_unreachable=options["allow_unreachable"],
+                    metrics_source=options["metrics_source"],
+                    prometheus_url=options["prometheus_url"],
                 )
                 self.stdout.write(self.style.SUCCESS(f"registered cluster {cluster.name} ({cluster.server})"))
                 return

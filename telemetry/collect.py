@@ -1,0 +1,100 @@
+"""Collection through the cluster's metrics source, and the named problem when that source fails.
+
+``collect_results`` reads every scrapeable pod of a topology through the source the cluster chose
+(``telemetry.sources``); ``source_problem`` (pure) turns a collection in which no pod could be read
+into one sentence naming the source and the fix, which ``apply_source_problem`` puts first in the
+topology's health (state ``stale``: nothing fresh is known) so the page never shows an empty panel.
+The problem is remembered for a while (``cache``) so intervals in which every pod is in back-off
+keep showing it.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from typing import Any
+
+from django.core.cache import cache
+
+import kube
+from clusters.metrics import MetricsSettings
+from telemetry.assemble import PodResult, PodTarget
+from telemetry.scrape import ScrapeRequest, scraper
+from telemetry.snapshot import TopologySnapshot
+from telemetry.sources import DIRECT, ApiProxyTransport, PrometheusSource
+
+PROBLEM_TTL = 120
+_NAMED = ("metrics source ", "Prometheus at ")
+
+
+def _problem_key(topology_id: int) -> str:
+    return f"telemetry:source-problem:{topology_id}"
+
+
+def collect_results(
+    *,
+    settings: MetricsSettings,
+    conn: kube.ClusterConnection,
+    namespace: str,
+    targets: list[PodTarget],
+    backoff: dict[str, Any],
+    now: float,
+    interval: float,
+    want_links: bool,
+) -> list[PodResult]:
+    requests, results = [], []
+    for target in targets:
+        if not target.ip or target.phase != "Running":
+            results.append(PodResult(target=target))
+        elif target.name in backoff and backoff[target.name]["retry_at"] > now:
+            results.append(PodResult(target=target, skipped=True))
+        else:
+            requests.append(ScrapeRequest(target=target, want_links=want_links and target.role == "decode"))
+    timeout_s = float(getattr(settings, "TELEMETRY_SCRAPE_TIMEOUT_SECONDS", 0.8 * interval))
+    if settings.source == "prometheus":
+        source = PrometheusSource(
+            settings.prometheus_url,
+            token=settings.prometheus_token,
+            username=settings.prometheus_username,
+            password=settings.prometheus_password,
+        )
+        results.extend(scraper().query(source, namespace, [r.target for r in requests], timeout_s=timeout_s))
+    elif settings.source == "proxy":
+        transport = ApiProxyTransport(namespace, kube.proxy_transport(conn))
+        results.extend(scraper().scrape(requests, timeout_s=timeout_s, transport=transport))
+    else:
+        results.extend(scraper().scrape(requests, timeout_s=timeout_s, transport=DIRECT))
+    return results
+
+
+def source_problem(source: str, results: list[PodResult]) -> tuple[str | None, bool]:
+    """(the problem, whether anything was tried): None when some pod was read (pure)."""
+    tried = [r for r in results if not r.skipped and (r.raw is not None or r.error is not None)]
+    if not tried:
+        return None, False
+    if any(r.raw is not None for r in tried):
+        return None, True
+    first = next(r.error for r in tried if r.error)
+    assert first is not None
+    named = first if first.startswith(_NAMED) else f"metrics source {source}: {first}"
+    more = len(tried) - 1
+    return (named + (f" (and {more} more pod{'s' if more != 1 else ''})" if more else "")), True
+
+
+def remembered_problem(topology_id: int, problem: str | None, tried: bool) -> str | None:
+    if problem is not None:
+        cache.set(_problem_key(topology_id), problem, PROBLEM_TTL)
+        return problem
+    if tried:
+        cache.delete(_problem_key(topology_id))
+        return None
+    return cache.get(_problem_key(topology_id))
+
+
+def apply_source_problem(snapshot: TopologySnapshot, problem: str | None) -> TopologySnapshot:
+    if problem is None:
+        return snapshot
+    health = snapshot["health"]
+    reasons = [problem, *[r for r in health["reasons"] if r != problem]]
+    snapshot["health"] = {"state": "down" if health["state"] == "down" else "stale", "reasons": reasons}
+    return snapshot
