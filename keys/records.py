@@ -55,9 +55,7 @@ class KeyRecord:
         return not self.allowed_models or model in self.allowed_models
 
 
-def effective_scopes(
-    *, scopes: list[str], kind: str, owner_role: str, owner_active: bool
-) -> frozenset[str]:
+def effective_scopes(*, scopes: list[str], kind: str, owner_role: str, owner_active: bool) -> frozenset[str]:
     """A key never holds more than its kind allows and its owner's role holds now."""
     held = scopes_for_role(owner_role, active=owner_active)
     return frozenset(scopes) & held & scopes_for_kind(kind)

@@ -10,8 +10,6 @@ keep showing it.
 
 from __future__ import annotations
 
-from django.conf import settings
-
 from typing import Any
 
 from django.core.cache import cache

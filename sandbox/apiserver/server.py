@@ -90,6 +90,7 @@ class ApiServer:
                     return injected
             request["user"] = self._authorize(request)
             rbac.current_user.set(request["user"])
+            response: web.StreamResponse
             if request.path == faults.CONTROL_PATH:
                 response = await faults.control(self.faults, request)
             else:
