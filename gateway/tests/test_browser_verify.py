@@ -42,7 +42,9 @@ def test_verify_button_runs_the_probes_and_shows_what_they_found(
         rows = page.locator("#gateway .probe-table tbody tr")
         assert rows.count() == 3
         assert "passed" in page.locator("#gateway .probe-smoke").inner_text()
-        assert "TTFT per request" in page.locator("#gateway .probe-prefix").inner_text()
+        assert (
+            "TTFT per request with the shared prefix" in page.locator("#gateway .probe-prefix").inner_text()
+        )
         assert "fallback" in page.locator("#gateway .probe-fallback").inner_text()
         page.locator("#gateway").screenshot(path="var/screenshots/gateway-verify.png")
         page.screenshot(path="var/screenshots/topology-gateway-page.png", full_page=True)
