@@ -14,8 +14,8 @@ import calendar
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import redis
 from django.conf import settings
