@@ -231,3 +231,17 @@ def test_a_limit_change_through_one_process_applies_at_once_on_the_other(servers
     assert call(a, ME, secret)[0] == 200
     assert call(b, ME, secret)[0] == 429
     assert datetime.now(UTC).minute == started.minute, "crossed a minute; the counts above split"
+
+
+def test_rotation_without_grace_through_one_process_stops_the_old_secret_on_the_other(servers, operator):
+    a, b = servers
+    key, secret = make_key(operator)
+    assert call(a, ME, secret)[0] == 200
+    assert call(b, ME, secret)[0] == 200
+    status, _, body = call(a, f"/api/v1/keys/{key.pk}/rotate/", secret, "POST", {"grace_seconds": 0})
+    assert status == 200, body
+    status, _, refused = call(b, ME, secret)
+    assert status == 401
+    assert refused["error"]["code"] == "secret_rotated"
+    assert call(b, ME, body["secret"])[0] == 200
+    assert call(a, ME, body["secret"])[0] == 200
