@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from celery import Celery
+from celery.signals import setup_logging
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
@@ -27,6 +28,22 @@ def _load_settings_or_exit(sender: Celery, **kwargs: Any) -> None:
         sys.stderr.write(f"tandem: configuration error: {error}\n")
         sys.stderr.flush()
         os._exit(2)
+
+
+@setup_logging.connect
+def _keep_the_project_logging(loglevel: int | str | None = None, **kwargs: Any) -> None:
+    """Worker and beat log through the project's handlers (which redact secrets) in its format.
+
+    Without a receiver for this signal Celery replaces the root handlers with its own, which redact
+    nothing. ``--loglevel`` still sets the root level, as it does with Celery's handlers."""
+    import logging
+    import logging.config
+
+    from django.conf import settings
+
+    logging.config.dictConfig(settings.LOGGING)
+    if loglevel:
+        logging.getLogger().setLevel(loglevel)
 
 
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -24,12 +24,23 @@ def redact(text: str) -> str:
     return text
 
 
+_TRACEBACKS = logging.Formatter()
+
+
 class RedactSecretsFilter(logging.Filter):
+    """Redacts the message and any traceback or stack attached to it (every formatter then uses those)."""
+
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         cleaned = redact(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = _TRACEBACKS.formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
         return True
 
 
@@ -42,5 +53,5 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         if record.exc_info:
-            payload["exception"] = redact(self.formatException(record.exc_info))
+            payload["exception"] = redact(record.exc_text or self.formatException(record.exc_info))
         return json.dumps(payload)

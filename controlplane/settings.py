@@ -449,5 +449,9 @@ LOGGING = {
         "django.db.backends": {"level": "WARNING"},
         "kubernetes": {"level": "WARNING"},
         "urllib3": {"level": "WARNING"},
+        # uvicorn configures its loggers with handlers of its own before Django loads; taking them
+        # over here puts its access log (full URLs) and error log through the redacting handler.
+        "uvicorn": {"handlers": ["console"], "propagate": False},
+        "uvicorn.access": {"handlers": ["console"], "propagate": False},
     },
 }

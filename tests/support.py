@@ -13,6 +13,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 from urllib.parse import quote
 
 from django.conf import settings
@@ -86,8 +87,16 @@ def stop(proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
 
 
 @contextmanager
-def uvicorn_server(env: dict[str, str], *, ready_path: str = "/healthz") -> Iterator[str]:
-    """Run the ASGI app in uvicorn on a free loopback port; yields the base URL."""
+def uvicorn_server(
+    env: dict[str, str],
+    *,
+    ready_path: str = "/healthz",
+    log_level: str = "warning",
+    output: IO[bytes] | int = subprocess.PIPE,
+) -> Iterator[str]:
+    """Run the ASGI app in uvicorn on a free loopback port; yields the base URL.
+
+    ``output`` (a file) receives everything the process writes, for tests that read its logs."""
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -98,13 +107,13 @@ def uvicorn_server(env: dict[str, str], *, ready_path: str = "/healthz") -> Iter
             "--port",
             str(port),
             "--log-level",
-            "warning",
+            log_level,
             "--timeout-graceful-shutdown",
             "2",
         ],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=output,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
@@ -118,7 +127,11 @@ def uvicorn_server(env: dict[str, str], *, ready_path: str = "/healthz") -> Iter
 
 @contextmanager
 def celery_worker(
-    env: dict[str, str], queues: str = "default,deploy,inventory,telemetry"
+    env: dict[str, str],
+    queues: str = "default,deploy,inventory,telemetry",
+    *,
+    log_level: str = "INFO",
+    output: IO[bytes] | int = subprocess.PIPE,
 ) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(
         [
@@ -133,11 +146,39 @@ def celery_worker(
             "--without-gossip",
             "--without-mingle",
             "--loglevel",
-            "INFO",
+            log_level,
         ],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        stop(proc)
+
+
+@contextmanager
+def celery_beat(
+    env: dict[str, str], schedule: Path, *, log_level: str = "INFO", output: IO[bytes] | int = subprocess.PIPE
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Celery beat with its schedule file at ``schedule`` (a temporary path)."""
+    proc = subprocess.Popen(
+        [
+            str(VENV_BIN / "celery"),
+            "-A",
+            "controlplane",
+            "beat",
+            "--schedule",
+            str(schedule),
+            "--loglevel",
+            log_level,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=output,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
