@@ -15,6 +15,7 @@ from typing import Any
 
 import jsonschema
 
+from sandbox.apiserver import rbac_validation
 from sandbox.apiserver.errors import ApiError, invalid
 from sandbox.apiserver.resources import ResourceType
 from sandbox.apiserver.selectors import labels_match, selector_from_match_labels
@@ -316,6 +317,8 @@ def _containers_causes(spec: dict[str, Any], prefix: str) -> list[Cause]:
 
 
 def _builtin_causes(rt: ResourceType, obj: dict[str, Any]) -> list[Cause]:
+    if rt.group == "rbac.authorization.k8s.io":
+        return rbac_validation.causes(rt.plural, obj)
     spec = obj.get("spec") or {}
     if rt.plural == "pods":
         return _containers_causes(spec, "spec")
@@ -378,6 +381,8 @@ def _pod_spec_without_mutable(spec: dict[str, Any], node_name: str | None) -> di
 def validate_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) -> None:
     """Immutability rules clients run into: pod specs, workload selectors, a Service's cluster IP."""
     causes: list[Cause] = []
+    if rt.group == "rbac.authorization.k8s.io":
+        causes += rbac_validation.update_causes(rt.plural, old, new)
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
     if rt.plural == "pods":
         bound = old_spec.get("nodeName")

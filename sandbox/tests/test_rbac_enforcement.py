@@ -344,3 +344,45 @@ def test_kubectl_create_token_and_auth_can_i(sandbox_cluster, core, rbac_api, na
         f'"configmaps" in API group "" in the namespace "{namespace}"' in refused.stderr
     )
     assert as_ops("get", "pods", "-n", namespace).returncode == 0
+
+
+def test_rbac_objects_are_validated_like_the_api_server_does(rbac_api, namespace) -> None:
+    def invalid(call) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+        with pytest.raises(ApiException) as exc:
+            call()
+        assert exc.value.status == 422, exc.value.body
+        return [(c["field"], c["message"]) for c in json.loads(exc.value.body)["details"]["causes"]]
+
+    rules = [
+        {"apiGroups": [""], "resources": ["pods"], "verbs": []},
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
+    ]
+    assert invalid(
+        lambda: rbac_api.create_namespaced_role(namespace, {"metadata": {"name": "bad"}, "rules": rules})
+    ) == [
+        ("rules[0].verbs", "Required value: verbs must contain at least one value"),
+        (
+            "rules[1].nonResourceURLs",
+            'Invalid value: []string{"/metrics"}: namespaced rules cannot apply to non-resource URLs',
+        ),
+    ]
+    binding = {
+        "metadata": {"name": "bad"},
+        "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "x"},
+        "subjects": [{"kind": "ServiceAccount", "name": "bot"}, {"kind": "Robot", "name": "r"}],
+    }
+    assert invalid(lambda: rbac_api.create_cluster_role_binding(binding)) == [
+        ("roleRef.kind", 'Unsupported value: "Role": supported values: "ClusterRole"'),
+        ("subjects[0].namespace", "Required value"),
+        (
+            "subjects[1].kind",
+            'Unsupported value: "Robot": supported values: "ServiceAccount", "User", "Group"',
+        ),
+    ]
+    _bind(rbac_api, namespace, "ClusterRole", "view")
+    [created] = rbac_api.list_namespaced_role_binding(namespace).items
+    changed = {"roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "edit"}}
+    [(field, message)] = invalid(
+        lambda: rbac_api.patch_namespaced_role_binding(created.metadata.name, namespace, changed)
+    )
+    assert field == "roleRef" and message.endswith("cannot change roleRef")
