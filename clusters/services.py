@@ -225,13 +225,14 @@ def _queue_check(cluster_id: int) -> None:
 def _send_check(cluster_id: int) -> None:
     """The full check after registration or a credential change. Without Redis the change still stands:
     the periodic check (CLUSTER_CHECK_SECONDS) runs it once Redis is back."""
+    import redis
     from kombu.exceptions import OperationalError
 
     from clusters.tasks import check_cluster
 
     try:
         check_cluster.delay(cluster_id)
-    except OperationalError as error:
+    except (OperationalError, redis.RedisError) as error:
         logger.warning(
             "cluster %s: full check not queued (Redis: %s); the periodic check runs it", cluster_id, error
         )

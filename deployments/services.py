@@ -137,13 +137,14 @@ def deployment_start(
 def deployment_enqueue(*, deployment_id: int) -> bool:
     """Hand a committed job to the workers. If Redis went away between the check and the commit, the job
     stays queued and says so; the reaper sends it again once Redis is back. Returns whether it was sent."""
+    import redis
     from kombu.exceptions import OperationalError
 
     from deployments.tasks import run_deployment
 
     try:
         run_deployment.delay(deployment_id)
-    except OperationalError as error:
+    except (OperationalError, redis.RedisError) as error:  # unreachable, or refusing writes (out of memory)
         logger.warning("deployment %s: not handed to a worker yet: %s", deployment_id, error)
         deployment = Deployment.objects.filter(pk=deployment_id).first()
         if deployment is not None:

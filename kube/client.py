@@ -210,7 +210,7 @@ def request(
     started = time.monotonic()
 
     def in_time(delay: float) -> bool:
-        return time.monotonic() - started + delay + timeout[0] < budget
+        return time.monotonic() - started + delay + timeout[0] + timeout[1] <= budget
 
     params = {k: v for k, v in (query or {}).items() if v is not None and v != ""}
     url = conn.server.rstrip("/") + path + (("?" + urlencode(params)) if params else "")

@@ -103,3 +103,24 @@ def test_redis_outage_keeps_reads_up_and_refuses_writes_cleanly(redis_server, to
         answer = browser.post(f"/api/v1/topologies/{topology.pk}/deploy/")
         assert answer.status in (201, 202), (answer.status, answer.body[:400])
         assert _stored(topology) == (before[0] + 1, before[1])
+
+
+def test_a_deploy_whose_task_redis_refuses_after_the_check_is_saved_and_says_so(
+    redis_server, topology, operator
+):
+    """Redis answers PING but refuses writes (out of memory): the job is committed, the client is told it
+    is queued, and its timeline says the task was not taken; the reaper re-sends it once Redis recovers."""
+    import redis
+
+    from deployments.models import Deployment, State
+
+    with uvicorn_server(subprocess_env(REDIS_URL=redis_server.url)) as base:
+        browser = Browser.logged_in(base, operator)
+        assert browser.get("/").status == 200
+        redis.Redis.from_url(redis_server.url).config_set("maxmemory", 1)
+        answer = browser.post(f"/api/v1/topologies/{topology.pk}/deploy/")
+    assert answer.status in (201, 202), answer.body
+    deployment = Deployment.objects.get(pk=answer.json()["id"])
+    assert deployment.state == State.QUEUED
+    steps = [s.message for s in deployment.steps.order_by("pk")]
+    assert "Saved, but Redis did not take the job; it starts when Redis is back" in steps
