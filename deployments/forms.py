@@ -7,12 +7,14 @@ from typing import Any
 
 from django import forms
 
+from controlplane.api.fields import AsciiIntegerFormField
+
 RANGE_FIX = "use 10 to 86400 seconds, or leave empty for the default"
 ROLLBACK_CHOICES = [("", "default"), ("on", "on"), ("off", "off")]
 
 
 class DeployPolicyForm(forms.Form):
-    ready_timeout_seconds = forms.IntegerField(
+    ready_timeout_seconds = AsciiIntegerFormField(
         required=False,
         min_value=10,
         max_value=86400,

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.permissions import role_required
 from accounts.roles import Role
 from controlplane.api.errors import DomainError
+from controlplane.api.fields import ascii_int
 from controlplane.client_ip import client_ip
 from deployments import selectors, services
 from deployments.forms import DeployPolicyForm, field_errors_text
@@ -27,10 +28,8 @@ def _started(request: HttpRequest, deployment: Deployment) -> None:
 
 
 def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value not in (None, "") else None
-    except ValueError:
-        return None
+    """A posted number in the digits 0-9 only ("١" is not quietly 1); None otherwise."""
+    return ascii_int(value)
 
 
 @require_POST

@@ -94,6 +94,14 @@ def test_the_rule_normalises_default_ports_and_honours_trusted_origins():
         trusted_origins=["https://ops.example.com"],
         **rule,
     )
+    assert same_origin_allowed(
+        origin="http://[::1]:8000",
+        scheme="http",
+        host_header="[::1]:8000",
+        trusted_origins=[],
+        allowed_hosts=["[::1]"],
+        server=None,
+    )
     assert not same_origin_allowed(  # same origin, but not a host Tandem answers to
         origin="http://evil.example",
         scheme="http",

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
-ASCII_INT = re.compile(r"^[+-]?[0-9]{1,18}$")
+from controlplane.api.fields import ascii_int
+
+__all__ = ["ascii_int", "hidden_characters", "image_problem", "quantity_problem", "text_problem"]
 
 # Kubernetes resource.Quantity, as the API server parses it (k8s.io/apimachinery/pkg/api/resource):
 #   <quantity> ::= <signedNumber><suffix>; <number> ::= <digits> | <digits>.<digits> | <digits>. | .<digits>
@@ -39,17 +41,6 @@ IMAGE_NAME_MAX = 255  # the repository name, as the registry grammar caps it
 MODEL_NAME_MAX = 256
 MODEL_SOURCE_MAX = 1024
 TEXT_MAX = 8192  # any other single string (an env value, one extra argument)
-
-
-def ascii_int(value: object) -> int | None:
-    """An int from an int (not a bool) or an ASCII decimal string; None for anything else."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and ASCII_INT.match(value.strip()):
-        return int(value.strip())
-    return None
 
 
 def hidden_characters(text: str) -> list[str]:

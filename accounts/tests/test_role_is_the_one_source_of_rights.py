@@ -52,3 +52,8 @@ def test_a_superuser_flag_without_the_admin_role_grants_nothing(make_user):
     user.save()
     assert not User.objects.get(pk=user.pk).has_role("operator")
     assert active_admin_count() == 0
+
+
+def test_createsuperuser_makes_an_admin(db):
+    user = User.objects.create_superuser(username="boss", password="correct-horse-battery")
+    assert user.role == "admin" and user.has_role("admin")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from controlplane.api.fields import AsciiIntegerField
 from deployments.models import Deployment, DeploymentStep, DeployPolicy
 
 
@@ -70,22 +71,22 @@ class DeploymentDetailSerializer(DeploymentSerializer):
 
 
 class DeployInputSerializer(serializers.Serializer[dict[str, object]]):
-    revision = serializers.IntegerField(
+    revision = AsciiIntegerField(
         required=False, min_value=1, help_text="Revision number to deploy; the current revision when omitted."
     )
 
 
 class RollbackInputSerializer(serializers.Serializer[dict[str, object]]):
-    revision = serializers.IntegerField(min_value=1, help_text="Revision number to return to, e.g. 3.")
+    revision = AsciiIntegerField(min_value=1, help_text="Revision number to return to, e.g. 3.")
 
 
 class ScaleInputSerializer(serializers.Serializer[dict[str, object]]):
     role = serializers.ChoiceField(choices=["prefill", "decode"], help_text="prefill or decode")
-    replicas = serializers.IntegerField(min_value=0, max_value=256, help_text="New replica count, e.g. 2.")
+    replicas = AsciiIntegerField(min_value=0, max_value=256, help_text="New replica count, e.g. 2.")
 
 
 class DeployPolicySerializer(serializers.ModelSerializer[DeployPolicy]):
-    ready_timeout_seconds = serializers.IntegerField(
+    ready_timeout_seconds = AsciiIntegerField(
         allow_null=True,
         min_value=10,
         max_value=86400,

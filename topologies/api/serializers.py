@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from clusters.models import Cluster
+from controlplane.api.fields import AsciiIntegerField
 from topologies.models import Revision, Topology
 from topologies.spec import SpecError, TopologySpec
 
@@ -110,7 +111,7 @@ class PreflightSpecSerializer(serializers.Serializer[Any]):
 
 
 class PreflightRevisionSerializer(serializers.Serializer[Any]):
-    revision = serializers.IntegerField(
+    revision = AsciiIntegerField(
         required=False, min_value=1, help_text="Revision number to check; default the current one."
     )
 
@@ -146,7 +147,7 @@ class RevisionSerializer(RevisionListSerializer):
 
 
 class DiffQuerySerializer(serializers.Serializer[Any]):
-    from_ = serializers.IntegerField(
+    from_ = AsciiIntegerField(
         min_value=1,
         help_text="Older revision number.",
         error_messages={
@@ -155,7 +156,7 @@ class DiffQuerySerializer(serializers.Serializer[Any]):
             "null": "is required: the revision to diff from, e.g. ?from=1&to=2",
         },
     )
-    to = serializers.IntegerField(
+    to = AsciiIntegerField(
         min_value=1,
         help_text="Newer revision number.",
         error_messages={
