@@ -64,7 +64,9 @@ def deploy_topology(sandbox):  # type: ignore[no-untyped-def]
     Topology.objects.filter(cluster__name__startswith="bench-").update(deployed_revision=None)
     actor, _ = User.objects.get_or_create(username="bench-operator", defaults={"role": "operator"})
     suffix = uuid.uuid4().hex[:6]
-    cluster = cluster_register(name=f"bench-{suffix}", server=sandbox.server, token=sandbox.token)
+    cluster = cluster_register(
+        name=f"bench-{suffix}", server=sandbox.server, token=sandbox.token, metrics_source="direct"
+    )
     namespace = f"fresh{suffix}"
     topology = topology_create(
         cluster=cluster, spec=preset_spec("deepseek-ascend-mooncake", namespace=namespace), actor=actor

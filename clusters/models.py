@@ -89,6 +89,12 @@ class Cluster(models.Model):
         return self.name
 
     @property
+    def metrics_probe_rows(self) -> list[tuple[str, dict[str, object]]]:
+        """The last probe's result per source, in the order direct, proxy, prometheus."""
+        results = (self.metrics_probe or {}).get("results") or {}
+        return [(name, results[name]) for name in MetricsSource.values if name in results]
+
+    @property
     def permissions_denied(self) -> list[dict[str, object]]:
         return [p for p in self.permissions if not p.get("allowed")]
 

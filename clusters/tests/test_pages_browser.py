@@ -152,3 +152,27 @@ def test_register_the_sandbox_through_the_form(page, live_server, admin_user, sa
     assert page.locator(".nodes-table tbody tr").count() == 4
     assert page.locator("h1 .state-healthy").is_visible()
     page.screenshot(path=str(SHOTS / "clusters-detail-sandbox.png"), full_page=True)
+
+
+def test_register_a_cluster_with_prometheus_metrics_through_the_form(
+    page, live_server, admin_user, sandbox_cluster_isolated, prometheus_isolated
+):
+    """The isolated sandbox (pod IPs unreachable) with its Prometheus: the page keeps the choice and
+    shows what the probe found for each source."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1366, "height": 900})
+    _login(page, live_server, admin_user)
+    page.goto(f"{live_server.url}/clusters/register/")
+    page.fill("#id_name", "remote-lab")
+    page.check("input[name=method][value=token]")
+    page.fill("#id_server", sandbox_cluster_isolated.server)
+    page.fill("#id_token", sandbox_cluster_isolated.token)
+    page.check("input[name=metrics_source][value=prometheus]")
+    page.fill("#id_prometheus_url", prometheus_isolated.url)
+    page.click(".register-form button[type=submit]")
+    page.wait_for_url("**/clusters/*/")
+    panel = page.locator("#metrics-source")
+    assert panel.get_attribute("data-metrics-source") == "prometheus"
+    assert "answers" in panel.locator("tr[data-source=prometheus]").inner_text()
+    assert prometheus_isolated.url in panel.inner_text()
+    panel.screenshot(path=str(SHOTS / "clusters-metrics-source.png"))
