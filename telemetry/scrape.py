@@ -1,4 +1,4 @@
-"""Concurrent scraping of engine ``/metrics`` and ``/kv/links`` with aiohttp.
+"""Concurrent scraping of engine ``/metrics`` (and Tandem's link probes) with aiohttp.
 
 Each worker process keeps ONE asyncio loop (in a daemon thread) and ONE ``aiohttp.ClientSession``
 with keep-alive connections, created lazily and re-created after a fork, so consecutive collections
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import json
 import os
 import threading
 import time
@@ -24,8 +23,8 @@ import aiohttp
 from yarl import URL
 
 from telemetry.assemble import PodResult, PodTarget
-from telemetry.links import normalize_table
 from telemetry.parse import LineParser
+from telemetry.probe import ProbeResult, ProbeTarget, probe_all
 
 MAX_CONNECTIONS = 512
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -35,7 +34,6 @@ MAX_PARSERS = 20_000  # per-target line memories kept by one process
 @dataclass(frozen=True)
 class ScrapeRequest:
     target: PodTarget
-    want_links: bool = False
 
 
 def _describe(exc: BaseException, url: str, timeout_s: float) -> str:
@@ -69,41 +67,21 @@ async def scrape_pod(
     request: ScrapeRequest,
     *,
     timeout_s: float,
-    pod_by_address: dict[str, str],
     parser: LineParser | None = None,
 ) -> PodResult:
     target = request.target
     base = f"http://{target.ip}:{target.port}"
     result = PodResult(target=target)
 
-    async def metrics() -> None:
-        url = f"{base}/metrics"
-        try:
-            status, text = await _get_text(session, url, timeout_s)
-            if status != 200:
-                result.error = f"{url} answered HTTP {status}"
-                return
-            result.raw = (parser or LineParser()).parse(text, ts=time.time())
-        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            result.error = _describe(exc, url, timeout_s)
-
-    async def links() -> None:
-        url = f"{base}/kv/links"
-        try:
-            status, text = await _get_text(session, url, timeout_s)
-            if status == 404:
-                return  # this engine keeps no link table; links come from connector metrics only
-            if status != 200:
-                result.links_error = f"{url} answered HTTP {status}"
-                return
-            result.links = normalize_table(json.loads(text), pod_by_address)
-        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            result.links_error = _describe(exc, url, timeout_s)
-
-    if request.want_links:
-        await asyncio.gather(metrics(), links())
-    else:
-        await metrics()
+    url = f"{base}/metrics"
+    try:
+        status, text = await _get_text(session, url, timeout_s)
+        if status != 200:
+            result.error = f"{url} answered HTTP {status}"
+            return result
+        result.raw = (parser or LineParser()).parse(text, ts=time.time())
+    except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+        result.error = _describe(exc, url, timeout_s)
     return result
 
 
@@ -115,7 +93,6 @@ async def scrape_all(
     parsers: dict[str, LineParser] | None = None,
 ) -> list[PodResult]:
     """Scrape every pod at once. ``parsers`` (per ``ip:port``) lets unchanged lines skip parsing."""
-    pod_by_address = {r.target.ip: r.target.name for r in requests if r.target.ip}
     if parsers is not None and len(parsers) > MAX_PARSERS:
         parsers.clear()
 
@@ -125,11 +102,7 @@ async def scrape_all(
         return parsers.setdefault(f"{target.ip}:{target.port}", LineParser())
 
     tasks = [
-        asyncio.ensure_future(
-            scrape_pod(
-                session, r, timeout_s=timeout_s, pod_by_address=pod_by_address, parser=parser_for(r.target)
-            )
-        )
+        asyncio.ensure_future(scrape_pod(session, r, timeout_s=timeout_s, parser=parser_for(r.target)))
         for r in requests
     ]
     # Each request has its own timeout; this deadline also bounds parsing on an overloaded worker.
@@ -145,6 +118,10 @@ async def scrape_all(
         else:
             results.append(task.result())
     return results
+
+
+async def _nothing() -> list[PodResult]:
+    return []
 
 
 def new_session() -> aiohttp.ClientSession:
@@ -196,9 +173,28 @@ class Scraper:
     def scrape(self, requests: Sequence[ScrapeRequest], *, timeout_s: float) -> list[PodResult]:
         if not requests:
             return []
+        return self.collect(requests, [], timeout_s=timeout_s)[0]
+
+    async def _both(
+        self, requests: Sequence[ScrapeRequest], probes: list[ProbeTarget], timeout_s: float
+    ) -> tuple[list[PodResult], list[ProbeResult]]:
+        if self._session is None or self._session.closed:
+            self._session = new_session()
+        scraping = self._run(requests, timeout_s) if requests else _nothing()
+        scraped, probed = await asyncio.gather(
+            scraping, probe_all(self._session, probes, timeout_s=timeout_s)
+        )
+        return scraped, probed
+
+    def collect(
+        self, requests: Sequence[ScrapeRequest], probes: list[ProbeTarget], *, timeout_s: float
+    ) -> tuple[list[PodResult], list[ProbeResult]]:
+        """Scrape the pods and send the link probes at once, on the shared loop and session."""
+        if not requests and not probes:
+            return [], []
         loop = self._ensure_loop()
-        future: Future[list[PodResult]] = asyncio.run_coroutine_threadsafe(
-            self._run(requests, timeout_s), loop
+        future: Future[tuple[list[PodResult], list[ProbeResult]]] = asyncio.run_coroutine_threadsafe(
+            self._both(requests, probes, timeout_s), loop
         )
         return future.result(timeout=timeout_s * 1.25 + 30)
 

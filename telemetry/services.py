@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -20,9 +22,11 @@ from audit.services import audit_record
 from controlplane.broadcast import broadcast_on_commit, overview_group, topology_group
 from kube.labels import KTHENA_ROLE, ROLE, TOPOLOGY
 from telemetry import cache, selectors
-from telemetry.assemble import PodResult, PodTarget, build_snapshot
+from telemetry.assemble import LinkInputs, PodResult, PodTarget, build_snapshot
 from telemetry.health import SLO_LABELS, SloMetric
+from telemetry.links import engine_view, pairs_of
 from telemetry.models import LatestSnapshot, Point, Rollup, RollupCursor, Series, TelemetryAlert
+from telemetry.probe import ProbeTarget, choose
 from telemetry.scrape import ScrapeRequest, scraper
 from telemetry.series import snapshot_points
 from telemetry.snapshot import Event, OverviewMessage, TelemetryMessage, TopologySnapshot, empty_snapshot
@@ -34,6 +38,9 @@ RAW_RETENTION = timedelta(hours=24)
 ROLLUP_RETENTION = timedelta(days=30)
 DEFAULT_PORT = 8000
 SKIPPED_ROLES = frozenset({"router"})
+GROUP_LABEL = "modelserving.volcano.sh/group-name"
+LOG_TAIL_LINES = 300
+_log_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="telemetry-logs")
 _series_ids: dict[tuple[int, str], int] = {}
 _series_epochs: dict[int, int] = {}
 
@@ -55,25 +62,90 @@ def pod_targets(pods: Iterable[kube.PodInfo]) -> list[PodTarget]:
                 phase=pod.phase,
                 detail=pod.reason or None,
                 restarts=pod.restarts,
+                group=pod.labels.get(GROUP_LABEL, ""),
             )
         )
     return targets
 
 
+def _probe_targets(topology: Topology, targets: list[PodTarget], turn: int) -> list[ProbeTarget]:
+    """The pairs Tandem probes this interval (engines that speak vLLM's P/D protocol only)."""
+    if not engine_view(topology.engine, topology.kv_connector).probed:
+        return []
+    ready = {t.name: t for t in targets if t.ready and t.ip and t.phase == "Running"}
+    pairs = pairs_of(
+        [(t.name, t.ip, t.group) for t in ready.values() if t.role == "prefill"],
+        [(t.name, t.ip, t.group) for t in ready.values() if t.role == "decode"],
+    )
+    chosen = choose([(p.prefill, p.decode) for p in pairs], turn)
+    return [
+        ProbeTarget(
+            prefill=prefill,
+            decode=decode,
+            prefill_url=f"http://{ready[prefill].ip}:{ready[prefill].port}",
+            decode_url=f"http://{ready[decode].ip}:{ready[decode].port}",
+            model=topology.model_name,
+        )
+        for prefill, decode in chosen
+    ]
+
+
+def _read_log(
+    conn: kube.ClusterConnection, namespace: str, pod: str, interval: float
+) -> tuple[list[str] | None, str | None]:
+    """Recent log lines of one pod through the API server (``pods/log``), or why not."""
+    try:
+        lines = kube.pod_log_lines(
+            conn,
+            namespace,
+            pod,
+            tail_lines=LOG_TAIL_LINES,
+            since_seconds=max(2, math.ceil(interval * 3)),
+            timeout_s=max(0.5, 0.4 * interval),
+        )
+        return lines, None
+    except kube.KubeError as exc:
+        return None, exc.message
+    except (OSError, ValueError) as exc:
+        return None, str(exc)
+
+
 def _collect_results(
-    topology: Topology, targets: list[PodTarget], backoff: dict[str, Any], now: float, interval: float
-) -> list[PodResult]:
+    topology: Topology,
+    conn: kube.ClusterConnection,
+    targets: list[PodTarget],
+    state: dict[str, Any],
+    now: float,
+    interval: float,
+) -> tuple[list[PodResult], LinkInputs]:
     requests, results = [], []
-    want_links = topology.kv_connector != "none"
+    backoff = state["backoff"]
     for target in targets:
         if not target.ip or target.phase != "Running":
             results.append(PodResult(target=target))
         elif target.name in backoff and backoff[target.name]["retry_at"] > now:
             results.append(PodResult(target=target, skipped=True))
         else:
-            requests.append(ScrapeRequest(target=target, want_links=want_links and target.role == "decode"))
-    results.extend(scraper().scrape(requests, timeout_s=0.8 * interval))
-    return results
+            requests.append(ScrapeRequest(target=target))
+    inputs = LinkInputs()
+    serving = [t for t in targets if t.role in ("prefill", "decode") and t.phase == "Running"]
+    if topology.kv_connector == "none" or not serving:
+        results.extend(scraper().scrape(requests, timeout_s=0.8 * interval))
+        return results, inputs
+    inputs.view = engine_view(topology.engine, topology.kv_connector)
+    reads = {
+        pod.name: _log_pool.submit(_read_log, conn, topology.namespace, pod.name, interval) for pod in serving
+    }
+    probes = _probe_targets(topology, targets, int(state.get("turn") or 0))
+    scraped, inputs.probes = scraper().collect(requests, probes, timeout_s=0.8 * interval)
+    results.extend(scraped)
+    for name, future in reads.items():
+        lines, error = future.result(timeout=interval + 5)
+        if lines is not None:
+            inputs.logs[name] = lines
+        elif error:
+            inputs.log_errors[name] = error
+    return results, inputs
 
 
 def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
@@ -86,10 +158,9 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
     interval = float(settings.TELEMETRY_INTERVAL_SECONDS)
     now = time.time()
     state = cache.get_state(topology_id)
+    conn = cluster_connection(topology.cluster)
     try:
-        pods = kube.list_pods(
-            cluster_connection(topology.cluster), topology.namespace, f"{TOPOLOGY}={topology_id}"
-        )
+        pods = kube.list_pods(conn, topology.namespace, f"{TOPOLOGY}={topology_id}")
     except (kube.KubeError, OSError, ValueError) as exc:
         message = exc.message if isinstance(exc, kube.KubeError) else str(exc)
         logger.debug("telemetry: topology %s: cannot list pods: %s", topology_id, message)
@@ -97,7 +168,7 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         snapshot["health"]["state"] = "down"
         telemetry_store(topology=topology, snapshot=snapshot, actions={})
         return snapshot
-    results = _collect_results(topology, pod_targets(pods), state["backoff"], now, interval)
+    results, link_inputs = _collect_results(topology, conn, pod_targets(pods), dict(state), now, interval)
     open_alerts = {
         a.metric: a for a in TelemetryAlert.objects.filter(topology=topology, resolved__isnull=True)
     }
@@ -113,6 +184,7 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         alert_intervals=settings.TELEMETRY_ALERT_INTERVALS,
         link_slow_ms=settings.TELEMETRY_LINK_SLOW_MS,
         events=selectors.recent_events(topology_id=topology_id, since=now - 15 * 60),
+        link_inputs=link_inputs,
     )
     cache.set_state(topology_id, new_state)
     telemetry_store(topology=topology, snapshot=snapshot, actions=actions, open_alerts=open_alerts)

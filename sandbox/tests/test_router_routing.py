@@ -19,7 +19,7 @@ async def _router_metrics(session: aiohttp.ClientSession, url: str) -> list:
 
 
 async def _links(session: aiohttp.ClientSession, url: str) -> dict[str, int]:
-    async with session.get(f"{url}/kv/links") as response:
+    async with session.get(f"{url}/sandbox/kv/links") as response:
         return {link["peer"]: link["transfers"] for link in (await response.json())["links"]}
 
 
