@@ -138,7 +138,9 @@ def pod_window(current: RawSample, previous: RawSample | None) -> tuple[Window, 
     window.seconds = seconds
     window.has_deltas = True
     for name, value in current["counters"].items():
-        delta = value if restarted else max(0.0, value - previous["counters"].get(name, value))
+        # A series that appears between two samples of the same process started at zero (labelled
+        # counters such as http_requests_total{status="5xx"} appear with their first event).
+        delta = value if restarted else max(0.0, value - previous["counters"].get(name, 0.0))
         window.deltas[name] = delta
         window.rates[name] = delta / seconds
     for name, hist in current["histograms"].items():

@@ -73,6 +73,7 @@ def pod_reason(pod: PodSample, detail: str | None, restarts: int) -> str | None:
 
 
 ERROR_RATE_DEGRADED = 0.01  # more than 1 % of the requests failing in an interval needs attention
+ERROR_RATE_DOWN = 0.9  # 90 % or more failing: the topology is not serving
 CLASS_WORDS = {"4xx": "4xx", "429": "429 (rate limited)", "5xx": "5xx", "other": "other errors"}
 RequestOutcomes = tuple[float, float, dict[str, dict[str, float]]]
 
@@ -91,7 +92,8 @@ def request_error_reason(outcomes: RequestOutcomes | None, interval_s: float) ->
         who = "the router" if role == "router" else f"{role} pods"
         parts.append(f"{who} answered {answered}")
     detail = f" ({'; '.join(parts)})" if parts else ""
-    return f"{failed:.0f} of {total:.0f} requests failed in the last {interval_s:g} s{detail}"
+    what = "requests" if "router" in by_role else "requests to the pods (retries included)"
+    return f"{failed:.0f} of {total:.0f} {what} failed in the last {interval_s:g} s{detail}"
 
 
 def topology_health(
@@ -131,9 +133,9 @@ def topology_health(
     if serving and no_ready_role:
         state = "down"
         reasons.insert(0, f"no {' or '.join(no_ready_role)} pod is Ready: requests cannot be served")
-    elif requests is not None and requests[0] <= 0 and requests[1] > 0:
+    elif requests is not None and requests[1] > 0 and requests[1] >= ERROR_RATE_DOWN * sum(requests[:2]):
         state = "down"
-        reasons.insert(0, "every request failed: the topology is not serving")
+        reasons.insert(0, "nearly every request failed: the topology is not serving")
     elif links and all(link["state"] == "down" for link in links):
         state = "down"
         reasons.insert(0, "every KV link is down: decode pods cannot receive KV from prefill")

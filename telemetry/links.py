@@ -97,6 +97,19 @@ class PairInput:
     decode_ip: str
 
 
+KV_WORDS = ("kv", "transfer", "llm_", "pull", "link")
+
+
+def probe_says_link_failed(probe: ProbeResult) -> bool:
+    """A probe's decode step failing says the link failed when the decode pod never answered (a hung
+    KV pull looks like that) or answered a server error about the KV transfer; any other answer (503
+    overloaded, 429, 401) says the decode pod refused the request, which says nothing about the link."""
+    if probe["status"] is None:
+        return True
+    text = (probe["error"] or "").lower()
+    return probe["status"] >= 500 and probe["status"] != 503 and any(word in text for word in KV_WORDS)
+
+
 def link_state(
     *, probe_failed: bool, pair_failures: int, pod_failures: float, p95_ms: float | None, slow_ms: float,
     seen: bool,
@@ -169,9 +182,11 @@ def pair_link(
             sources.append(
                 LinkSource(kind="probe", detail=f"probe could not start: {probe['error']}", ts=when)
             )
-        if fresh_probe and probe["stage"] == "decode":
+        if fresh_probe and probe["stage"] == "decode" and probe_says_link_failed(probe):
             probe_failed, seen = True, True
             reasons.append(f"Tandem's probe from {pair.prefill} to {pair.decode} failed: {probe['error']}")
+        elif fresh_probe and probe["stage"] is not None:
+            reasons.append(f"the pair could not be tested: {probe['error']}")
         elif fresh_probe and probe["ok"]:
             seen = True
     mine, unattributed = for_pair(
@@ -196,7 +211,7 @@ def pair_link(
         )
     transfers, pod_failed, p50, p95, rate = _connector(window)
     if view.metrics and window is not None and window.has_deltas:
-        seen = True
+        seen = seen or transfers > 0 or pod_failed > 0  # an idle connector says nothing about the link
         text = f"{view.metrics} on {pair.decode}: {transfers:.0f} transfers, {pod_failed:.0f} failed"
         sources.append(LinkSource(kind="metrics", detail=text, ts=metrics_ts))
     pod_failures = pod_failed if not mine else 0.0

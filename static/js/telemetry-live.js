@@ -148,6 +148,7 @@
     renderHealth(snapshot);
     renderKpis(snapshot);
     window.Tandem.pdGraph.render(q("[data-graph]"), snapshot);
+    window.Tandem.pdGraph.renderLinks(q("[data-links]"), snapshot);
     renderTable(snapshot);
     renderEvents();
     if (charts) { charts.update(windowSeconds); }
