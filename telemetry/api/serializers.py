@@ -126,9 +126,9 @@ class SnapshotSerializer(serializers.Serializer):
     pods = serializers.ListField(child=serializers.DictField(), help_text="One entry per pod.")
     links = serializers.ListField(
         child=serializers.DictField(),
-        help_text="Per KV link (every prefill → decode pair): prefill, decode, state up|degraded|down|unknown, "
-        "status_code, xfer_p50_ms, xfer_p95_ms (the decode pod's connector transfer time; shared=true when "
-        "its links share it), bytes_per_s, transfers, failed, probe_ms (Tandem's probe through the pair), "
+        help_text="Per KV link (every prefill → decode pair): prefill, decode, "
+        "state up|degraded|down|unknown, status_code, xfer_p50_ms, xfer_p95_ms (the decode pod's "
+        "connector transfer time; shared=true when its links share it), bytes_per_s, transfers, failed, probe_ms (Tandem's probe through the pair), "
         "reason, sources [{kind: probe|metrics|log, detail, ts}], observed_at (freshness), "
         "blind [what the engine cannot show]. See docs/kv-links.md.",
     )

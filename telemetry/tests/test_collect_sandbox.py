@@ -1,4 +1,5 @@
-"""End to end against the sandbox: real pods, real engines' /metrics and logs, Tandem's link probes, a real link fault."""
+"""End to end against the sandbox: real pods, real engines' /metrics and logs (pods/log), Tandem's link
+probes, real link faults and real inference errors."""
 
 from __future__ import annotations
 
