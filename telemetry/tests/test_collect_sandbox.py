@@ -163,3 +163,58 @@ def test_a_pod_that_stops_answering_is_reported_without_delaying_the_others(depl
     assert any(
         decode.name in reason and "metrics unavailable" in reason for reason in snapshot["health"]["reasons"]
     )
+
+
+def router_url(conn, namespace):
+    """The P/D router of the topology's ModelRoute (the sandbox writes its address on the route)."""
+    route = kube.list_objects(conn, "networking.serving.volcano.sh/v1alpha1", "ModelRoute", namespace)[0]
+    return route["metadata"]["annotations"]["sandbox.tandem.io/router-url"]
+
+
+def send(url, model, count):
+    """``count`` completions through the router, 8 at a time; their status codes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(i):
+        body = {"model": model, "prompt": f"question {i} " * 20, "max_tokens": 4}
+        return requests.post(f"{url}/v1/completions", json=body, timeout=30).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(one, range(count)))
+
+
+@pytest.mark.parametrize(
+    ("role", "fault", "answered", "words"),
+    [
+        ("decode", {"kind": "http_5xx", "status": 503}, 502, "decode pods answered 5xx"),
+        ("prefill", {"kind": "http_429"}, 429, "prefill pods answered 4xx"),
+    ],
+)
+def test_a_topology_failing_its_requests_is_never_healthy(deployed, role, fault, answered, words):
+    """Issue repro: a decode pod answering 503 (the router answers 502) or prefill pods answering 429.
+    The error rate comes from where the errors are seen: the engines' http_requests_total{status}."""
+    topology, conn, namespace = deployed
+    pods = pods_by_role(conn, topology)
+    url = router_url(conn, namespace)
+    assert set(send(url, topology.model_name, 8)) == {200}
+    services.telemetry_collect(topology_id=topology.pk)
+    healthy = services.telemetry_collect(topology_id=topology.pk)
+    assert healthy is not None and healthy["totals"]["error_rate"] in (0.0, None)
+    for pod in pods[role]:
+        requests.post(f"{base_url(pod)}/sandbox/faults", json=fault, timeout=5).raise_for_status()
+    try:
+        codes = send(url, topology.model_name, 40)
+        failing = services.telemetry_collect(topology_id=topology.pk)
+    finally:
+        for pod in pods[role]:
+            requests.delete(f"{base_url(pod)}/sandbox/faults", timeout=5)
+    assert codes.count(answered) == 40, codes
+    assert failing is not None
+    totals = failing["totals"]
+    assert totals["error_rate"] is not None and totals["error_rate"] > 0.9, totals
+    assert totals["success_rate"] is not None and totals["success_rate"] < 0.1, totals
+    assert failing["health"]["state"] != "healthy"
+    assert failing["health"]["state"] == "down", failing["health"]
+    assert any(words in reason for reason in failing["health"]["reasons"]), failing["health"]
+    role_rates = failing["roles"][role]
+    assert role_rates["error_rate"] is not None and role_rates["error_rate"] > 0.9
