@@ -11,8 +11,8 @@ pairs per round on the same loop), parsing with ``prometheus_client`` and
 ``telemetry.assemble.build_snapshot`` (per pod / role / topology / link derivation) plus the stored
 points (engine logs are read through the Kubernetes API and are not part of this benchmark) — round
 after round, as consecutive collections of one N-pod topology. Prints round time and two rates,
-each as the median and the range over rounds: capacity = pods collected per second of the worker's CPU time (target ≥ 500 pods/s per worker
-process: what one worker process sustains when it has a core to itself), and the wall-clock rate,
+each as the median and the range over rounds: capacity = pods collected per second of the worker's
+CPU time (target ≥ 500 pods/s per worker process: what one worker process sustains when it has a core to itself), and the wall-clock rate,
 which on a small machine is bounded by the engine farm (its own process, on the same CPUs).
 """
 
