@@ -3,16 +3,16 @@
     .venv/bin/python bench/telemetry_collect.py [--pods 200] [--rounds 20] [--warmup-requests 200]
 
 A child process runs the sandbox engine farm (N simulated vLLM engines with the NIXL connector:
-N/2 prefill, N/2 decode, each decode linked to its group's prefill) and a P/D router, as the
-sandbox's kubelet would. This process is the "worker": it drives the product's own collection path —
-``telemetry.scrape.Scraper`` (one asyncio loop + one keep-alive aiohttp session per process, every
-pod concurrently with its own timeout, and Tandem's link probes through up to 16 prefill → decode
-pairs per round on the same loop), parsing with ``prometheus_client`` and
-``telemetry.assemble.build_snapshot`` (per pod / role / topology / link derivation) plus the stored
-points (engine logs are read through the Kubernetes API and are not part of this benchmark) — round
-after round, as consecutive collections of one N-pod topology. Prints round time and two rates,
-each as the median and the range over rounds: capacity = pods collected per second of the worker's
-CPU time (target ≥ 500 pods/s per worker process: what one worker process sustains when it has a core to itself), and the wall-clock rate,
+N/2 prefill, N/2 decode, one pair per group) and a P/D router, as the sandbox's kubelet would. This
+process is the "worker": it drives the product's own collection path — ``telemetry.scrape.Scraper``
+(one asyncio loop + one keep-alive aiohttp session per process, every pod concurrently with its own
+timeout, and Tandem's link probes through up to 16 prefill → decode pairs per round on the same
+loop), parsing with ``prometheus_client`` and ``telemetry.assemble.build_snapshot`` (per pod / role /
+topology / link derivation) plus the stored points; engine logs are read through the Kubernetes API
+and are not part of this benchmark. Round after round, as consecutive collections of one N-pod
+topology, it prints round time and two rates, each as the median and the range over rounds:
+capacity = pods collected per second of the worker's CPU time (target ≥ 500 pods/s per worker
+process: what one worker process sustains when it has a core to itself), and the wall-clock rate,
 which on a small machine is bounded by the engine farm (its own process, on the same CPUs).
 """
 
