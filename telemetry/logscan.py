@@ -91,9 +91,9 @@ def scan(pod: str, lines: Iterable[str], clusters: dict[str, str]) -> list[LogFi
             remote_cluster = match[1]
         elif _DATADIST_TIMEOUT.search(line):
             peer = clusters.get(remote_cluster or "")
-            findings.append(_finding(pod, "transfer_failed", line, peer=peer, code="LLM_WAIT_PROC_TIMEOUT"))
+            findings.append(_finding(pod, "transfer_failed", line, peer=peer))  # it prints no status code
         elif match := _DATADIST_LINK_FAILED.search(line):
-            findings.append(_finding(pod, "link_failed", line, code="LLM_LINK_FAILED"))
+            findings.append(_finding(pod, "link_failed", line))
         elif (match := _DATADIST_RET.search(line)) and match[1] != "LLM_SUCCESS":
             findings.append(_finding(pod, "link_failed", line, code=match[1]))
         elif match := _SGLANG_LOST.search(line):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ from sandbox.engine.vllm_args import connector_family
 
 LOG_LINES = 300
 C_MGR = "llmdatadist_c_mgr_connector.py:521"
+SGLANG_KV_PORT = 17000  # the decode side's KV receive port SGLang's logs name
 ROLES = ("prefill", "decode")
 
 
@@ -182,7 +184,7 @@ class SimEngine:
                 f"link to {peer_name} ({address}) failed: connection refused",
             )
         if fault is not None and fault.kind == "link_down":
-            if self.family == "llm-datadist":
+            if self.family == "llm-datadist" and self.vllm:
                 self.log(f"remote cluster id is: {L.cluster_id(peer.name)}", source=C_MGR)
                 self.log("Try pull blocks from remote server", source=C_MGR)
             await asyncio.sleep(self.cfg.kv_timeout_ms / 1000 * self.cfg.time_scale)
@@ -198,7 +200,7 @@ class SimEngine:
         if link is None or not link.usable:
             link = self._open_link(peer_name, peer)
             self._log_link_built(peer)
-        if self.family == "llm-datadist":
+        if self.family == "llm-datadist" and self.vllm:
             self.log(f"remote cluster id is: {L.cluster_id(peer.name)}", source=C_MGR)
             self.log("Try pull blocks from remote server", source=C_MGR)
         held = peer.scheduler.release_held(str(params.get("request_id") or ""))
@@ -246,9 +248,13 @@ class SimEngine:
         self._log_transfer_failure(seq.request_id, peer, error)
         return False
 
+    @property
+    def vllm(self) -> bool:
+        return self.spec.engine in ("vllm", "vllm-ascend")
+
     def _log_link_built(self, peer: SimEngine) -> None:
         """What the connector logs when it connects to a prefill instance (decode side)."""
-        if self.family == "llm-datadist":
+        if self.family == "llm-datadist" and self.vllm:
             name = f"pd_comm_{peer.ip}_{self.ip}"
             self.log(f"LLMDataDistCMgrConnectorWorker: try link with remote, comm id: {name}", source=C_MGR)
             cid = L.cluster_id(peer.name)
@@ -258,7 +264,19 @@ class SimEngine:
 
     def _log_transfer_failure(self, request_id: str, peer: SimEngine | None, error: str) -> None:
         """The real connectors' failure lines: NIXL and LLM-DataDist on the pulling (decode) side,
-        Mooncake on the sending (prefill) side; only NIXL and Mooncake name the request."""
+        Mooncake on the sending (prefill) side; only NIXL and Mooncake name the request. SGLang's prefill
+        names the decode pod's address. Engines whose connector lines are not known (MindIE, LMCache,
+        ...) log none: none are invented."""
+        if self.spec.engine == "sglang" and peer is not None and not peer.crashed:
+            room = (
+                zlib.crc32(request_id.encode()) & 0xFFFFFFFF
+            )  # SGLang names a transfer by its bootstrap room
+            peer.log(
+                f"Failed to send kv chunk of {room} to {self.ip}:{SGLANG_KV_PORT}", "ERROR", "conn.py:312"
+            )
+            return
+        if not self.vllm:
+            return
         if self.family == "nixl":
             self.log(
                 f"NIXL transfer failed for request {request_id} with state ERR. Marking blocks as invalid.",
@@ -279,8 +297,6 @@ class SimEngine:
                 "ERROR",
                 C_MGR,
             )
-        else:
-            self.log(f"KV transfer failed for request {request_id}: {error}", "ERROR", "kv_connector")
 
     def _open_link(self, peer_name: str, peer: SimEngine) -> L.Link:
         link = self.links.open(peer_name, peer.address, "pull")

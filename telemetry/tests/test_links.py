@@ -144,11 +144,18 @@ def test_llm_datadist_timeout_is_tied_to_the_prefill_by_its_cluster_id_and_names
         "your connect status",
     ]
     sample = link(DATADIST, probe=probe_result(P, D, ts=NOW), lines=lines, clusters=clusters)
-    assert sample["state"] == "down" and sample["status_code"] == "LLM_WAIT_PROC_TIMEOUT"
+    assert sample["state"] == "down" and sample["status_code"] is None  # the connector prints no code
     assert sample["xfer_p95_ms"] is None and sample["transfers"] == 0
     assert "LLM-DataDist exports no transfer metrics" in sample["blind"][0]
     unknown_peer = link(DATADIST, probe=probe_result(P, D, ts=NOW), lines=lines, clusters={})
     assert unknown_peer["state"] == "degraded"  # the pod's failure, not attributable without the link line
+
+
+def test_the_older_llm_datadist_connector_logs_its_status_code_and_tandem_shows_it():
+    line = "INFO 12-01 09:20:00 [llmdatadist_connector.py:310] local_rank 0 link, ret=LLM_LINK_FAILED"
+    [finding] = scan(D, [line], {})
+    assert (finding["kind"], finding["code"]) == ("link_failed", "LLM_LINK_FAILED")
+    assert scan(D, [line.replace("LLM_LINK_FAILED", "LLM_SUCCESS")], {}) == []
 
 
 def test_sglang_is_not_probed_and_a_lost_connection_names_the_prefill_by_address():
