@@ -39,6 +39,9 @@ class PodInfo:
     restarts: int
     labels: dict[str, str] = field(default_factory=dict)
     container_ports: tuple[int, ...] = ()
+    # the container that serves (the first declaring a port), named only when the pod has several:
+    # ``pods/log`` needs a container name then
+    serving_container: str | None = None
     deletion_pending: bool = False
     created: datetime | None = None
 
@@ -94,6 +97,8 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         for p in c.get("ports") or []
         if isinstance(p, dict) and p.get("containerPort")
     )
+    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    serving = next((c for c in containers if c.get("ports")), containers[0] if containers else {})
     return PodInfo(
         name=str(meta.get("name", "")),
         namespace=str(meta.get("namespace", "")),
@@ -106,6 +111,7 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         restarts=restarts,
         labels=dict(meta.get("labels") or {}),
         container_ports=ports,
+        serving_container=(str(serving.get("name") or "") or None) if len(containers) > 1 else None,
         deletion_pending=bool(meta.get("deletionTimestamp")),
         created=parse_time(meta.get("creationTimestamp")),
     )

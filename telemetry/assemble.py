@@ -81,6 +81,7 @@ class PodTarget:
     detail: str | None = None  # waiting/terminated reason, e.g. CrashLoopBackOff
     restarts: int = 0
     group: str = ""  # the serving group (Kthena): pods pair only inside their group
+    container: str | None = None  # the serving container, when the pod has several (for its log)
 
 
 @dataclass

@@ -40,6 +40,7 @@ DEFAULT_PORT = 8000
 SKIPPED_ROLES = frozenset({"router"})
 GROUP_LABEL = "modelserving.volcano.sh/group-name"
 LOG_TAIL_LINES = 300
+MAX_LOG_READS = 32  # pods whose logs are read per interval; more pods are read in turns
 _log_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="telemetry-logs")
 _series_ids: dict[tuple[int, str], int] = {}
 _series_epochs: dict[int, int] = {}
@@ -63,6 +64,7 @@ def pod_targets(pods: Iterable[kube.PodInfo]) -> list[PodTarget]:
                 detail=pod.reason or None,
                 restarts=pod.restarts,
                 group=pod.labels.get(GROUP_LABEL, ""),
+                container=pod.serving_container,
             )
         )
     return targets
@@ -90,8 +92,17 @@ def _probe_targets(topology: Topology, targets: list[PodTarget], turn: int) -> l
     ]
 
 
+def _log_readers(pods: list[PodTarget], turn: int) -> list[PodTarget]:
+    """The pods whose logs are read this interval: all of them, or ``MAX_LOG_READS`` in turns (one
+    ``pods/log`` GET per pod per interval is the API server's cost of per-link log lines)."""
+    if len(pods) <= MAX_LOG_READS:
+        return pods
+    start = (turn * MAX_LOG_READS) % len(pods)
+    return [pods[(start + i) % len(pods)] for i in range(MAX_LOG_READS)]
+
+
 def _read_log(
-    conn: kube.ClusterConnection, namespace: str, pod: str, interval: float
+    conn: kube.ClusterConnection, namespace: str, pod: str, container: str | None, interval: float
 ) -> tuple[list[str] | None, str | None]:
     """Recent log lines of one pod through the API server (``pods/log``), or why not."""
     try:
@@ -101,6 +112,7 @@ def _read_log(
             pod,
             tail_lines=LOG_TAIL_LINES,
             since_seconds=max(2, math.ceil(interval * 3)),
+            container=container,
             timeout_s=max(0.5, 0.4 * interval),
         )
         return lines, None
@@ -133,10 +145,12 @@ def _collect_results(
         results.extend(scraper().scrape(requests, timeout_s=0.8 * interval))
         return results, inputs
     inputs.view = engine_view(topology.engine, topology.kv_connector)
+    turn = int(state.get("turn") or 0)
     reads = {
-        pod.name: _log_pool.submit(_read_log, conn, topology.namespace, pod.name, interval) for pod in serving
+        pod.name: _log_pool.submit(_read_log, conn, topology.namespace, pod.name, pod.container, interval)
+        for pod in _log_readers(serving, turn)
     }
-    probes = _probe_targets(topology, targets, int(state.get("turn") or 0))
+    probes = _probe_targets(topology, targets, turn)
     scraped, inputs.probes = scraper().collect(requests, probes, timeout_s=0.8 * interval)
     results.extend(scraped)
     for name, future in reads.items():
