@@ -121,10 +121,22 @@ def link_state(
     return "up" if seen else "unknown"
 
 
-def _connector(window: Window | None) -> tuple[float, float, float | None, float | None, float | None]:
-    """(transfers, failures, p50 ms, p95 ms, bytes/s) of the decode pod's connector in this interval."""
+@dataclass(frozen=True)
+class Connector:
+    """The decode pod's connector in one interval."""
+
+    transfers: float = 0.0
+    failed: float = 0.0
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    mean_ms: float | None = None  # Δsum / Δcount of the transfer-time histogram: exact, not interpolated
+    bytes_per_s: float | None = None
+
+
+def _connector(window: Window | None) -> Connector:
+    """Transfers, failures, transfer time and bytes/s of the decode pod's connector in this interval."""
     if window is None or not window.has_deltas:
-        return 0.0, 0.0, None, None, None
+        return Connector()
     d = window.deltas
     failed = sum(d.get(k, 0.0) for k in ("xfer_failed", "xfer_failed_recvs", "xfer_failed_notifications"))
     failed += d.get("bootstrap_failed", 0.0)
@@ -139,7 +151,8 @@ def _connector(window: Window | None) -> tuple[float, float, float | None, float
         latest = max(window.gauges["kv_transfer_latency_ms"])
         p50 = p95 = latest if latest > 0 else None
     rate = d["xfer_bytes_sum"] / window.seconds if "xfer_bytes_sum" in d and window.seconds > 0 else None
-    return transfers, failed, p50, p95, rate
+    mean = d["xfer_time_sum"] / transfers * 1000 if transfers > 0 and "xfer_time_sum" in d else None
+    return Connector(transfers, failed, p50, p95, mean, rate)
 
 
 def pair_link(
@@ -209,7 +222,8 @@ def pair_link(
             0,
             f"{what} from {pair.prefill} to {pair.decode} failed: {mine[0]['pod']} logged: {mine[0]['line']}",
         )
-    transfers, pod_failed, p50, p95, rate = _connector(window)
+    conn = _connector(window)
+    transfers, pod_failed, p95 = conn.transfers, conn.failed, conn.p95_ms
     if view.metrics and window is not None and window.has_deltas:
         seen = seen or transfers > 0 or pod_failed > 0  # an idle connector says nothing about the link
         text = f"{view.metrics} on {pair.decode}: {transfers:.0f} transfers, {pod_failed:.0f} failed"
@@ -250,9 +264,10 @@ def pair_link(
         decode=pair.decode,
         state=state,
         status_code=status_code,
-        xfer_p50_ms=significant(p50) if p50 is not None else None,
-        xfer_p95_ms=significant(p95) if p95 is not None else None,
-        bytes_per_s=significant(rate) if rate is not None else None,
+        xfer_p50_ms=_sig(conn.p50_ms),
+        xfer_p95_ms=_sig(conn.p95_ms),
+        xfer_mean_ms=_sig(conn.mean_ms),
+        bytes_per_s=_sig(conn.bytes_per_s),
         transfers=int(transfers),
         failed=int(len(mine) if mine else pod_failures),
         reason="; ".join(reasons) if state != "up" and reasons else None,
@@ -262,6 +277,10 @@ def pair_link(
         observed_at=max(observed) if observed else None,
         blind=list(view.blind),
     )
+
+
+def _sig(value: float | None) -> float | None:
+    return significant(value) if value is not None else None
 
 
 def pairs_of(prefills: list[tuple[str, str, str]], decodes: list[tuple[str, str, str]]) -> list[PairInput]:

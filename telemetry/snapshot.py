@@ -119,8 +119,9 @@ class LinkSample(TypedDict):
     decode: str  # decode pod name
     state: LinkState  # unknown: nothing that can see this pair said anything in this interval
     status_code: str | None  # an LLM-DataDist status code when an engine logged one
-    xfer_p50_ms: float | None  # KV transfer time of the decode pod's connector (see ``shared``)
-    xfer_p95_ms: float | None
+    xfer_p50_ms: float | None  # KV transfer time of the decode pod's connector (see ``shared``), from
+    xfer_p95_ms: float | None  # its histogram's bucket increments (interpolated inside a bucket)
+    xfer_mean_ms: float | None  # Δsum / Δcount of the same histogram: the exact mean transfer time
     bytes_per_s: float | None
     transfers: int  # transfers the decode pod's connector completed in this interval
     failed: int  # failed transfers in this interval (the pair's own, or the decode pod's when shared)

@@ -32,15 +32,18 @@
     return "Ready · " + fmt.count(pod.running) + " running · " + fmt.count(pod.waiting) + " waiting";
   }
 
-  // The label is the link's own KV transfer time (the decode pod's connector histogram; "pod" when its
-  // links share it, as no connector labels transfers by peer), or the probe's answer time when the
-  // engine exports no transfer metrics.
+  // The label is the link's own KV transfer time: the exact mean of this interval's transfers (Δsum /
+  // Δcount of the decode pod's connector histogram; "pod" when its links share it, as no connector
+  // labels transfers by peer). A p95 interpolated inside a wide bucket reads the same for any series
+  // whose values share that bucket (it once matched the decode ITL p95 to the digit), so it is shown
+  // in the table, not as the label. Without transfer metrics: the probe's answer time.
   function linkLabel(link) {
     const fmt = window.Tandem.telemetry.fmt, isNum = window.Tandem.telemetry.isNum;
     if (link.state === "down") { return "down" + (link.status_code ? " · " + link.status_code : ""); }
     if (link.state === "unknown") { return "unknown"; }
     let text = "no transfers";
-    if (isNum(link.xfer_p95_ms)) { text = "xfer p95 " + fmt.ms(link.xfer_p95_ms) + (link.shared ? " (pod)" : ""); }
+    const xfer = isNum(link.xfer_mean_ms) ? link.xfer_mean_ms : link.xfer_p95_ms;
+    if (isNum(xfer)) { text = "xfer " + fmt.ms(xfer) + (link.shared ? " (pod)" : ""); }
     else if (isNum(link.probe_ms)) { text = "probe " + fmt.ms(link.probe_ms); }
     return link.state === "degraded" ? "degraded · " + text : text;
   }
@@ -63,7 +66,8 @@
       const row = el("tr", { "data-link-row": link.prefill + "->" + link.decode, "data-state": link.state });
       row.appendChild(el("td", {}, shortName(link.prefill) + " → " + shortName(link.decode)));
       row.appendChild(el("td", { class: "state-" + link.state }, link.state));
-      row.appendChild(el("td", {}, fmt.ms(link.xfer_p95_ms) + (link.shared ? " (decode pod)" : "")));
+      row.appendChild(el("td", { "data-xfer": "" }, "mean " + fmt.ms(link.xfer_mean_ms) + " · p95 " +
+        fmt.ms(link.xfer_p95_ms) + (link.shared ? " (decode pod)" : "")));
       row.appendChild(el("td", {}, fmt.ms(link.probe_ms)));
       const sources = el("td", { class: "link-sources" });
       (link.sources || []).forEach(function (src) {
@@ -81,7 +85,7 @@
     });
     const table = el("table", { class: "links-table" });
     const head = el("tr", {});
-    ["Link", "State", "Transfer p95", "Probe", "From (freshness)", "Why · what Tandem cannot see"].forEach(function (h) {
+    ["Link", "State", "KV transfer", "Probe", "From (freshness)", "Why · what Tandem cannot see"].forEach(function (h) {
       head.appendChild(el("th", {}, h));
     });
     const thead = el("thead", {});

@@ -113,6 +113,7 @@ def test_collection_stores_points_and_a_link_fault_takes_that_link_down_with_pod
     assert link["probe_ms"] is not None and link["observed_at"] is not None
     assert second["ts"] - link["observed_at"] < 2 * second["interval_s"]  # fresh
     assert link["transfers"] >= 1 and link["xfer_p95_ms"] is not None  # the probe's own KV pull
+    assert link["xfer_mean_ms"] is not None and link["xfer_mean_ms"] <= link["probe_ms"]  # part of it
     assert second["health"]["state"] in ("healthy", "degraded"), second["health"]
     stored = Point.objects.filter(series__topology=topology).count()
     assert stored > 0 and Series.objects.filter(topology=topology, name=f"pod.{decode.name}.waiting").exists()

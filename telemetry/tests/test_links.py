@@ -219,3 +219,32 @@ def test_pairs_stay_inside_their_serving_group():
 def test_an_empty_window_is_no_evidence():
     sample = link(NIXL, window=Window())
     assert sample["state"] == "unknown"
+
+
+def test_the_label_is_the_links_own_mean_transfer_time_even_when_buckets_make_p95s_coincide():
+    """Issue 12: transfers of ~14 ms and an ITL of ~12 ms both land in the (10, 25] ms bucket, so both
+    interpolated p95s read 24.25 ms — the link looked like it showed the decode ITL p95. The link's
+    mean (Δsum / Δcount of its own vllm:nixl_xfer_time_seconds) is exact and is what the label shows."""
+
+    def text(n: int, xfer_sum: float, itl_sum: float) -> str:
+        lines = []
+        for name, total in (
+            ("vllm:nixl_xfer_time_seconds", xfer_sum),
+            ("vllm:inter_token_latency_seconds", itl_sum),
+        ):
+            lines.append(f"# TYPE {name} histogram")
+            for le in ("0.005", "0.01"):
+                lines.append(f'{name}_bucket{{engine="0",le="{le}"}} 0.0')
+            for le in ("0.025", "0.05", "+Inf"):
+                lines.append(f'{name}_bucket{{engine="0",le="{le}"}} {float(n)}')
+            lines.append(f'{name}_count{{engine="0"}} {float(n)}')
+            lines.append(f'{name}_sum{{engine="0"}} {total}')
+        return "\n".join(lines) + "\n"
+
+    before = parse_metrics(text(0, 0.0, 0.0), ts=NOW - 2)
+    after = parse_metrics(text(20, 20 * 0.014, 20 * 0.012), ts=NOW)
+    window = pod_window(after, before)[0]
+    sample = link(NIXL, window=window, probe=probe_result(P, D, ts=NOW))
+    itl_p95_ms = 1000 * quantile(window.hists["itl"], 0.95)
+    assert sample["xfer_p95_ms"] == pytest.approx(itl_p95_ms) == pytest.approx(24.25)  # the coincidence
+    assert sample["xfer_mean_ms"] == pytest.approx(14.0)  # the link's own figure
