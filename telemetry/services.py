@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
@@ -21,12 +19,11 @@ import kube
 from audit.services import audit_record
 from controlplane.broadcast import broadcast_on_commit, overview_group, topology_group
 from kube.labels import KTHENA_ROLE, ROLE, TOPOLOGY
-from telemetry import cache, selectors
+from telemetry import cache, linkinputs, selectors
 from telemetry.assemble import LinkInputs, PodResult, PodTarget, build_snapshot
 from telemetry.health import SLO_LABELS, SloMetric
-from telemetry.links import engine_view, pairs_of
+from telemetry.links import engine_view
 from telemetry.models import LatestSnapshot, Point, Rollup, RollupCursor, Series, TelemetryAlert
-from telemetry.probe import ProbeTarget, choose
 from telemetry.scrape import ScrapeRequest, scraper
 from telemetry.series import snapshot_points
 from telemetry.snapshot import Event, OverviewMessage, TelemetryMessage, TopologySnapshot, empty_snapshot
@@ -39,9 +36,6 @@ ROLLUP_RETENTION = timedelta(days=30)
 DEFAULT_PORT = 8000
 SKIPPED_ROLES = frozenset({"router"})
 GROUP_LABEL = "modelserving.volcano.sh/group-name"
-LOG_TAIL_LINES = 300
-MAX_LOG_READS = 32  # pods whose logs are read per interval; more pods are read in turns
-_log_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="telemetry-logs")
 _series_ids: dict[tuple[int, str], int] = {}
 _series_epochs: dict[int, int] = {}
 
@@ -70,58 +64,6 @@ def pod_targets(pods: Iterable[kube.PodInfo]) -> list[PodTarget]:
     return targets
 
 
-def _probe_targets(topology: Topology, targets: list[PodTarget], turn: int) -> list[ProbeTarget]:
-    """The pairs Tandem probes this interval (engines that speak vLLM's P/D protocol only)."""
-    if not engine_view(topology.engine, topology.kv_connector).probed:
-        return []
-    ready = {t.name: t for t in targets if t.ready and t.ip and t.phase == "Running"}
-    pairs = pairs_of(
-        [(t.name, t.ip, t.group) for t in ready.values() if t.role == "prefill"],
-        [(t.name, t.ip, t.group) for t in ready.values() if t.role == "decode"],
-    )
-    chosen = choose([(p.prefill, p.decode) for p in pairs], turn)
-    return [
-        ProbeTarget(
-            prefill=prefill,
-            decode=decode,
-            prefill_url=f"http://{ready[prefill].ip}:{ready[prefill].port}",
-            decode_url=f"http://{ready[decode].ip}:{ready[decode].port}",
-            model=topology.model_name,
-        )
-        for prefill, decode in chosen
-    ]
-
-
-def _log_readers(pods: list[PodTarget], turn: int) -> list[PodTarget]:
-    """The pods whose logs are read this interval: all of them, or ``MAX_LOG_READS`` in turns (one
-    ``pods/log`` GET per pod per interval is the API server's cost of per-link log lines)."""
-    if len(pods) <= MAX_LOG_READS:
-        return pods
-    start = (turn * MAX_LOG_READS) % len(pods)
-    return [pods[(start + i) % len(pods)] for i in range(MAX_LOG_READS)]
-
-
-def _read_log(
-    conn: kube.ClusterConnection, namespace: str, pod: str, container: str | None, interval: float
-) -> tuple[list[str] | None, str | None]:
-    """Recent log lines of one pod through the API server (``pods/log``), or why not."""
-    try:
-        lines = kube.pod_log_lines(
-            conn,
-            namespace,
-            pod,
-            tail_lines=LOG_TAIL_LINES,
-            since_seconds=max(2, math.ceil(interval * 3)),
-            container=container,
-            timeout_s=max(0.5, 0.4 * interval),
-        )
-        return lines, None
-    except kube.KubeError as exc:
-        return None, exc.message
-    except (OSError, ValueError) as exc:
-        return None, str(exc)
-
-
 def _collect_results(
     topology: Topology,
     conn: kube.ClusterConnection,
@@ -146,19 +88,11 @@ def _collect_results(
         return results, inputs
     inputs.view = engine_view(topology.engine, topology.kv_connector)
     turn = int(state.get("turn") or 0)
-    reads = {
-        pod.name: _log_pool.submit(_read_log, conn, topology.namespace, pod.name, pod.container, interval)
-        for pod in _log_readers(serving, turn)
-    }
-    probes = _probe_targets(topology, targets, turn)
+    logs = linkinputs.read_logs_async(conn, topology.namespace, serving, turn, interval)
+    probes = linkinputs.probe_targets(topology, targets, turn)
     scraped, inputs.probes = scraper().collect(requests, probes, timeout_s=0.8 * interval)
     results.extend(scraped)
-    for name, future in reads.items():
-        lines, error = future.result(timeout=interval + 5)
-        if lines is not None:
-            inputs.logs[name] = lines
-        elif error:
-            inputs.log_errors[name] = error
+    inputs.logs, inputs.log_errors = linkinputs.gather_logs(logs, interval)
     return results, inputs
 
 
