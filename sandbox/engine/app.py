@@ -9,9 +9,10 @@ sandbox's control interface (never read by Tandem: real engines have no such rou
 `GET|POST /sandbox/kv/links`, `DELETE /sandbox/kv/links/{peer}` (what `link_clusters` /
 `unlink_clusters` would do, for tests and the `fault --show` command).
 
-Every answer of the inference and health routes is counted in `http_requests_total{handler,method,status}`
-the way vLLM's API server counts them (prometheus-fastapi-instrumentator, status grouped as `2xx`,
-`4xx`, `5xx`), including the answers of injected HTTP faults; a client's `X-Request-Id` becomes the
+Every answer (but `/metrics`, `/health` and the control routes) is counted in
+`http_requests_total{handler,method,status}` the way vLLM's API server counts them
+(prometheus-fastapi-instrumentator with vLLM's excluded handlers, status grouped as `2xx`, `4xx`,
+`5xx`), including the answers of injected HTTP faults; a client's `X-Request-Id` becomes the
 request id (`cmpl-<id>-0`), as in vLLM, so its KV-connector log lines can be traced.
 
 P/D requests follow vLLM's disaggregated-serving protocol: the router sends the prompt to a prefill
@@ -56,7 +57,8 @@ _NON_JSON_BODY = (
 )
 
 
-COUNTED_HANDLERS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/models", "/health"})
+# vLLM's API server instruments every route but these (excluded_handlers in its Instrumentator set-up)
+UNCOUNTED_HANDLERS = frozenset({"/metrics", "/health", "/load", "/ping", "/version", "/server_info"})
 
 
 @web.middleware
@@ -72,7 +74,7 @@ async def count_http(request: web.Request, handler: Callable[[web.Request], Any]
         raise
     finally:
         path = request.path
-        if path in COUNTED_HANDLERS:
+        if not path.startswith("/sandbox/") and path not in UNCOUNTED_HANDLERS:
             engine = request.app[ENGINE_RESOLVER](request)
             if engine is not None:
                 engine.stats.count_http(path, request.method, status)
