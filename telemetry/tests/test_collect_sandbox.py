@@ -219,3 +219,23 @@ def test_a_topology_failing_its_requests_is_never_healthy(deployed, role, fault,
     assert any(words in reason for reason in failing["health"]["reasons"]), failing["health"]
     role_rates = failing["roles"][role]
     assert role_rates["error_rate"] is not None and role_rates["error_rate"] > 0.9
+
+
+def test_a_slow_link_turns_amber_from_its_own_transfer_time_within_two_intervals(deployed):
+    topology, conn, _ = deployed
+    pods = pods_by_role(conn, topology)
+    prefill, decode = pods["prefill"][0], pods["decode"][0]
+    services.telemetry_collect(topology_id=topology.pk)
+    fault = {"kind": "link_slow", "peer": prefill.name, "delay_ms": 600}
+    requests.post(f"{base_url(decode)}/sandbox/faults", json=fault, timeout=5).raise_for_status()
+    try:
+        snapshots, amber = collect_until(
+            topology, lambda s: link_of(s, prefill, decode)["state"] == "degraded", 2
+        )
+    finally:
+        requests.delete(f"{base_url(decode)}/sandbox/faults", timeout=5)
+    link = link_of(snapshots[-1], prefill, decode)
+    assert amber, [link_of(s, prefill, decode) for s in snapshots]
+    assert link["xfer_p95_ms"] > 250 and link["xfer_mean_ms"] >= 600, link  # the probe's own slow pull
+    assert link["reason"].startswith(f"KV transfers into {decode.name} are slow: p95"), link
+    assert link["reason"] in snapshots[-1]["health"]["reasons"]

@@ -5,15 +5,16 @@ after it."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import pytest
-import requests
 from django.conf import settings
 
 from telemetry.models import LatestSnapshot
 from telemetry.tasks import collect_topology
-from telemetry.tests.test_collect_sandbox import base_url, deployed, pods_by_role
+from telemetry.tests.test_collect_sandbox import deployed, pods_by_role
 from tests.support import celery_worker, subprocess_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -38,6 +39,13 @@ def collect_in_worker(topology_id: int, after: float, worker, timeout: float = 3
     raise AssertionError(f"no collection by the worker within {timeout:.0f} s")
 
 
+def fault(*args: str) -> None:
+    """``python -m sandbox fault ...``, the sandbox's fault command."""
+    subprocess.run(
+        [sys.executable, "-m", "sandbox", "fault", *args], check=True, capture_output=True, timeout=30
+    )
+
+
 def link_of(snapshot: dict, prefill: str, decode: str) -> dict:
     return next(link for link in snapshot["links"] if (link["prefill"], link["decode"]) == (prefill, decode))
 
@@ -56,8 +64,9 @@ def test_a_link_fault_is_red_and_explained_within_two_intervals_in_a_real_worker
         assert before["state"] == "up", before
         assert {"probe", "metrics"} <= {source["kind"] for source in before["sources"]}
 
-        fault = {"kind": "link_down", "peer": prefill.name}
-        requests.post(f"{base_url(decode)}/sandbox/faults", json=fault, timeout=5).raise_for_status()
+        port = str(decode.container_ports[0] if decode.container_ports else 8000)
+        where = ["--pod-ip", decode.ip, "--port", port]
+        fault(*where, "--kind", "link_down", "--peer", prefill.name)  # as an operator would
         faulted_at = time.time()
         try:
             states = []
@@ -68,7 +77,7 @@ def test_a_link_fault_is_red_and_explained_within_two_intervals_in_a_real_worker
                 if states[-1]["state"] == "down":
                     break
         finally:
-            requests.delete(f"{base_url(decode)}/sandbox/faults", timeout=5)
+            fault(*where, "--clear")
         link = states[-1]
         assert link["state"] == "down", states
         assert snapshot["ts"] - faulted_at <= 2 * interval + 1.5  # red within two intervals
