@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from telemetry.derive import Window, quantile, significant
 from telemetry.logscan import LogFinding, for_pair
 from telemetry.probe import PROBED_ENGINES, ProbeResult
-from telemetry.snapshot import LinkSample, LinkSource, LinkState
+from telemetry.snapshot import LinkSample, LinkSource, LinkSourceKind, LinkState
 
 DEFAULT_SLOW_MS = 250.0
 PROBE_STALE_INTERVALS = 3  # an older probe result still shows, but no longer decides the state
@@ -183,18 +183,14 @@ def pair_link(
         if probe["ok"]:
             probe_ms = probe["ms"]
             sources.append(
-                LinkSource(
+                _source(
                     kind="probe", detail=f"probe through the pair answered in {probe['ms']:.0f} ms", ts=when
                 )
             )
         elif probe["stage"] == "decode":
-            sources.append(
-                LinkSource(kind="probe", detail=f"probe failed at decode: {probe['error']}", ts=when)
-            )
+            sources.append(_source(kind="probe", detail=f"probe failed at decode: {probe['error']}", ts=when))
         else:
-            sources.append(
-                LinkSource(kind="probe", detail=f"probe could not start: {probe['error']}", ts=when)
-            )
+            sources.append(_source(kind="probe", detail=f"probe could not start: {probe['error']}", ts=when))
         if fresh_probe and probe["stage"] == "decode" and probe_says_link_failed(probe):
             probe_failed, seen = True, True
             reasons.append(f"Tandem's probe from {pair.prefill} to {pair.decode} failed: {probe['error']}")
@@ -215,7 +211,7 @@ def pair_link(
     status_code = next((f["code"] for f in mine if f["code"]), None)
     for finding in mine:
         seen = True
-        sources.append(LinkSource(kind="log", detail=f"{finding['pod']}: {finding['line']}", ts=now))
+        sources.append(_source(kind="log", detail=f"{finding['pod']}: {finding['line']}", ts=now))
     if mine:
         what = "the probe's KV transfer" if any(f["request"] for f in mine) else "KV transfers"
         reasons.insert(
@@ -227,12 +223,12 @@ def pair_link(
     if view.metrics and window is not None and window.has_deltas:
         seen = seen or transfers > 0 or pod_failed > 0  # an idle connector says nothing about the link
         text = f"{view.metrics} on {pair.decode}: {transfers:.0f} transfers, {pod_failed:.0f} failed"
-        sources.append(LinkSource(kind="metrics", detail=text, ts=metrics_ts))
+        sources.append(_source(kind="metrics", detail=text, ts=metrics_ts))
     pod_failures = pod_failed if not mine else 0.0
     if unattributed and not mine:
         pod_failures = max(pod_failures, float(len(unattributed)))
         sources.append(
-            LinkSource(kind="log", detail=f"{unattributed[0]['pod']}: {unattributed[0]['line']}", ts=now)
+            _source(kind="log", detail=f"{unattributed[0]['pod']}: {unattributed[0]['line']}", ts=now)
         )
     state = link_state(
         probe_failed=probe_failed, pair_failures=len(mine), pod_failures=pod_failures, p95_ms=p95,
@@ -277,6 +273,14 @@ def pair_link(
         observed_at=max(observed) if observed else None,
         blind=list(view.blind),
     )
+
+
+MAX_DETAIL = 240  # characters of a source's text kept in the snapshot (it goes to every open page)
+
+
+def _source(*, kind: LinkSourceKind, detail: str, ts: float | None) -> LinkSource:
+    text = detail if len(detail) <= MAX_DETAIL else detail[: MAX_DETAIL - 1] + "…"
+    return LinkSource(kind=kind, detail=text, ts=ts)
 
 
 def _sig(value: float | None) -> float | None:
