@@ -196,6 +196,7 @@ def build_snapshot(
         ready=sum(1 for p in pods if p["ready"]),
         links_up=sum(1 for link in links if link["state"] == "up"),
         links_degraded=sum(1 for link in links if link["state"] == "degraded"),
+        links_unknown=sum(1 for link in links if link["state"] == "unknown"),
         links_down=sum(1 for link in links if link["state"] == "down"),
     )
 

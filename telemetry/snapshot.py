@@ -103,6 +103,7 @@ class Totals(Metrics):
     ready: int
     links_up: int
     links_degraded: int
+    links_unknown: int  # links nothing that can see them reported on in this interval
     links_down: int
 
 
@@ -199,7 +200,9 @@ def empty_metrics() -> Metrics:
 
 def empty_snapshot(topology_id: int, ts: float, interval_s: float, reason: str) -> TopologySnapshot:
     """A snapshot with no data (no pods yet, or the cluster could not be asked)."""
-    totals = Totals(**empty_metrics(), pods=0, ready=0, links_up=0, links_degraded=0, links_down=0)
+    totals = Totals(
+        **empty_metrics(), pods=0, ready=0, links_up=0, links_degraded=0, links_down=0, links_unknown=0
+    )
     return TopologySnapshot(
         topology_id=topology_id,
         ts=ts,

@@ -12,7 +12,7 @@ from telemetry.health import evaluate_slo, slo_step
 from telemetry.links import engine_view
 from telemetry.parse import parse_metrics
 from telemetry.tests.conftest import probe_result
-from telemetry.tests.exposition import vllm_text
+from telemetry.tests.exposition import mindie_text, vllm_text
 
 
 def run(states, n=3, alert_open=False):
@@ -181,3 +181,18 @@ def test_slo_violation_streak_survives_between_collections_and_raises_once():
         actions.append(action)
         assert snap["slo"]["state"] == "violated"
     assert [a.get("ttft") for a in actions] == [None, None, "raise", None]
+
+
+def test_an_engine_that_exposes_nothing_about_links_shows_them_unknown_with_what_it_cannot_see():
+    raw = parse_metrics(mindie_text(), ts=102.0)
+    results = [
+        PodResult(target=pod("prefill-0", "prefill"), raw=raw),
+        PodResult(target=pod("decode-0", "decode", ip="127.0.0.11"), raw=raw),
+    ]
+    links = LinkInputs(view=engine_view("mindie", "llm-datadist"))
+    snap, _, _ = snapshot(results, links=links)
+    [link] = snap["links"]
+    assert (link["prefill"], link["decode"], link["state"]) == ("prefill-0", "decode-0", "unknown")
+    assert snap["totals"]["links_unknown"] == 1 and snap["totals"]["links_down"] == 0
+    assert any("mindie exports no KV-transfer metrics" in text for text in link["blind"])
+    assert snap["health"]["state"] == "healthy"  # nothing seen wrong; the page says what it cannot see
