@@ -3,13 +3,14 @@
     .venv/bin/python bench/telemetry_collect.py [--pods 200] [--rounds 20] [--warmup-requests 200]
 
 A child process runs the sandbox engine farm (N simulated vLLM engines with the NIXL connector:
-N/2 prefill, N/2 decode, each decode linked to its group's prefill) and a P/D router, as the
-sandbox's kubelet would. This process is the "worker": it drives the product's own collection path —
-``telemetry.scrape.Scraper`` (one asyncio loop + one keep-alive aiohttp session per process, every
-pod concurrently with its own timeout; decode pods also answer ``/kv/links``), parsing with
-``prometheus_client`` and ``telemetry.assemble.build_snapshot`` (per pod / role / topology / link
-derivation) plus the stored points — round after round, as consecutive collections of one
-N-pod topology. Prints round time and two rates, each as the median and the range over rounds:
+N/2 prefill, N/2 decode, one pair per group) and a P/D router, as the sandbox's kubelet would. This
+process is the "worker": it drives the product's own collection path — ``telemetry.scrape.Scraper``
+(one asyncio loop + one keep-alive aiohttp session per process, every pod concurrently with its own
+timeout, and Tandem's link probes through up to 16 prefill → decode pairs per round on the same
+loop), parsing with ``prometheus_client`` and ``telemetry.assemble.build_snapshot`` (per pod / role /
+topology / link derivation) plus the stored points; engine logs are read through the Kubernetes API
+and are not part of this benchmark. Round after round, as consecutive collections of one N-pod
+topology, it prints round time and two rates, each as the median and the range over rounds:
 capacity = pods collected per second of the worker's CPU time (target ≥ 500 pods/s per worker
 process: what one worker process sustains when it has a core to itself), and the wall-clock rate,
 which on a small machine is bounded by the engine farm (its own process, on the same CPUs).
@@ -34,7 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sandbox.engine.farm import EngineFarm
 from sandbox.engine.testing import engine_spec, loopback_base
 from sandbox.router.farm import Endpoint, RouterFarm, RouterSpec
-from telemetry.assemble import PodTarget, build_snapshot, empty_state
+from telemetry.assemble import LinkInputs, PodTarget, build_snapshot, empty_state
+from telemetry.links import engine_view
+from telemetry.probe import ProbeTarget, choose
 from telemetry.scrape import Scraper, ScrapeRequest
 from telemetry.series import snapshot_points
 
@@ -102,17 +105,8 @@ async def serve(count: int, rps: float) -> None:
 
 
 async def prepare(info: dict, requests: int) -> None:
-    """Link every decode to its prefill and send some traffic, so histograms and links have data."""
-    pods = info["pods"]
-    by_group: dict[str, dict[str, dict]] = {}
-    for pod in pods:
-        by_group.setdefault(pod["group"], {})[pod["role"]] = pod
+    """Send some traffic through the router, so histograms and connector metrics have data."""
     async with aiohttp.ClientSession() as session:
-        for group in by_group.values():
-            decode, prefill = group["decode"], group["prefill"]
-            url = f"http://{decode['ip']}:{decode['port']}/kv/links"
-            async with session.post(url, json={"peers": [prefill["name"]]}) as response:
-                await response.read()
         body = {"model": MODEL, "max_tokens": 4}
         semaphore = asyncio.Semaphore(32)
 
@@ -185,8 +179,25 @@ def main() -> None:
         assert child.stdout is not None
         info = json.loads(child.stdout.readline())
         asyncio.run(prepare(info, args.warmup_requests))
-        targets = [PodTarget(p["name"], p["role"], p["ip"], p["port"], True, "Running") for p in info["pods"]]
-        requests = [ScrapeRequest(target=t, want_links=t.role == "decode") for t in targets]
+        targets = [
+            PodTarget(p["name"], p["role"], p["ip"], p["port"], True, "Running", group=p["group"])
+            for p in info["pods"]
+        ]
+        requests = [ScrapeRequest(target=t) for t in targets]
+        groups: dict[str, dict[str, dict]] = {}
+        for pod in info["pods"]:
+            groups.setdefault(pod["group"], {})[pod["role"]] = pod
+        pair_targets = {
+            (g["prefill"]["name"], g["decode"]["name"]): ProbeTarget(
+                prefill=g["prefill"]["name"],
+                decode=g["decode"]["name"],
+                prefill_url=f"http://{g['prefill']['ip']}:{g['prefill']['port']}",
+                decode_url=f"http://{g['decode']['ip']}:{g['decode']['port']}",
+                model=MODEL,
+            )
+            for g in groups.values()
+        }
+        view = engine_view("vllm", "nixl")
         topology = scratch_topology() if args.store else None
         scraper = Scraper(line_memory=not args.no_line_memory)
         state = empty_state()
@@ -195,7 +206,8 @@ def main() -> None:
             time.sleep(max(0.0, args.interval - (totals[-1] if totals else 0.0)) if round_no > 1 else 0.0)
             cpu_started = time.process_time()
             started = time.perf_counter()
-            results = scraper.scrape(requests, timeout_s=0.8 * args.interval)
+            probes = [pair_targets[pair] for pair in choose(sorted(pair_targets), round_no)]
+            results, probed = scraper.collect(requests, probes, timeout_s=0.8 * args.interval)
             scraped = time.perf_counter()
             snapshot, state, _ = build_snapshot(
                 topology_id=topology.pk if topology is not None else 1,
@@ -209,6 +221,7 @@ def main() -> None:
                 alert_intervals=3,
                 link_slow_ms=250.0,
                 events=[],
+                link_inputs=LinkInputs(view=view, probes=probed),
             )
             points = len(list(snapshot_points(snapshot)))
             derived = time.perf_counter()
@@ -217,7 +230,7 @@ def main() -> None:
 
                 telemetry_store(topology=topology, snapshot=snapshot, actions={})
             done = time.perf_counter()
-            failures += sum(1 for r in results if r.error or r.links_error)
+            failures += sum(1 for r in results if r.error) + sum(1 for p in probed if not p["ok"])
             if round_no == 0:
                 continue  # the first round opens the connections
             scrape_s.append(scraped - started)

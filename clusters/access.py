@@ -126,7 +126,12 @@ PERMISSIONS: tuple[Permission, ...] = (
     ),
     # Only when the cluster's metrics are read through the API server.
     Permission(
-        "", "pods/proxy", ("get",), "scrape engine metrics through the API server", (TELEMETRY,), PROXY_SOURCE
+        "",
+        "pods/proxy",
+        ("get", "create"),
+        "scrape engine metrics and send the KV-link probes (POST) through the API server",
+        (TELEMETRY, LINKS),
+        PROXY_SOURCE,
     ),
     Permission(
         "",

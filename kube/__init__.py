@@ -25,6 +25,7 @@ Public API (import from ``kube``)::
     list_pods(conn, namespace, label_selector) -> list[PodInfo]
     list_events(conn, namespace, involved_names=None) -> list[EventInfo]
     pod_log_tail(conn, namespace, pod, lines=50) -> str
+    pod_log_lines(conn, namespace, pod, *, tail_lines, since_seconds) -> list[str]   (telemetry's log reads)
     installed_crds(conn) -> set[str]                                    # CRD names
     access_review(conn, [(verb, group, resource, namespace), ...]) -> {AccessCheck: AccessResult}
     rules_review(conn, namespace) -> RulesReview(resource_rules, incomplete)  # SelfSubjectRulesReview
@@ -76,7 +77,7 @@ from kube.proxy import (
     service_ingress,
 )
 from kube.resources import apply_objects, delete_object, get_object, list_objects, scale, update_object
-from kube.workloads import EventInfo, PodInfo, list_events, list_pods, pod_log_tail
+from kube.workloads import EventInfo, PodInfo, list_events, list_pods, pod_log_lines, pod_log_tail
 
 __all__ = [
     "AccessCheck",
@@ -110,6 +111,7 @@ __all__ = [
     "list_nodes",
     "list_objects",
     "list_pods",
+    "pod_log_lines",
     "pod_log_tail",
     "pod_proxy_get",
     "proxy_transport",

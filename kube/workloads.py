@@ -7,6 +7,9 @@ from datetime import datetime
 from typing import Any
 
 from kube.client import ClusterConnection, request
+from kube.retry import RetryPolicy
+
+NO_RETRY = RetryPolicy(max_attempts=1)
 
 # Waiting/terminated reasons that mean a container is not going to become ready by itself.
 PROBLEM_REASONS = (
@@ -36,6 +39,9 @@ class PodInfo:
     restarts: int
     labels: dict[str, str] = field(default_factory=dict)
     container_ports: tuple[int, ...] = ()
+    # the container that serves (the first declaring a port), named only when the pod has several:
+    # ``pods/log`` needs a container name then
+    serving_container: str | None = None
     deletion_pending: bool = False
     created: datetime | None = None
 
@@ -91,6 +97,8 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         for p in c.get("ports") or []
         if isinstance(p, dict) and p.get("containerPort")
     )
+    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    serving = next((c for c in containers if c.get("ports")), containers[0] if containers else {})
     return PodInfo(
         name=str(meta.get("name", "")),
         namespace=str(meta.get("namespace", "")),
@@ -103,6 +111,7 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         restarts=restarts,
         labels=dict(meta.get("labels") or {}),
         container_ports=ports,
+        serving_container=(str(serving.get("name") or "") or None) if len(containers) > 1 else None,
         deletion_pending=bool(meta.get("deletionTimestamp")),
         created=parse_time(meta.get("creationTimestamp")),
     )
@@ -169,3 +178,31 @@ def pod_log_tail(
         action=f"read the log of pod {namespace}/{pod}",
     )
     return response.data.decode("utf-8", "replace")
+
+
+def pod_log_lines(
+    conn: ClusterConnection,
+    namespace: str,
+    pod: str,
+    *,
+    tail_lines: int = 300,
+    since_seconds: int | None = None,
+    container: str | None = None,
+    timeout_s: float = 2.0,
+) -> list[str]:
+    """The recent lines of a pod's log through ``pods/log`` (RBAC: ``get`` on ``pods/log``).
+
+    Telemetry reads engine logs with this on every interval, so it fails fast: one attempt, a short
+    deadline. ``since_seconds`` bounds what a real API server returns; the caller still de-duplicates
+    against what it read before (``tail_lines`` overlaps between reads)."""
+    response = request(
+        conn,
+        "GET",
+        f"/api/v1/namespaces/{namespace}/pods/{pod}/log",
+        query={"tailLines": max(1, tail_lines), "sinceSeconds": since_seconds, "container": container},
+        accept="*/*",
+        action=f"read the log of pod {namespace}/{pod}",
+        timeout=(timeout_s, timeout_s),
+        policy=NO_RETRY,
+    )
+    return response.data.decode("utf-8", "replace").splitlines()

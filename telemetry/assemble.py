@@ -1,8 +1,9 @@
 """One collection's scrape results + the state kept since the last one → a ``TopologySnapshot`` (PURE).
 
 ``CollectorState`` is what survives between collections of a topology (kept in Redis by
-``telemetry.cache``): the previous raw sample of every pod, the previous link table of every decode
-pod, the SLO streaks and the back-off of pods that keep failing.
+``telemetry.cache``): the previous raw sample of every pod, the last probe result of every link, where
+each pod's log was last read, the LLM-DataDist cluster ids learnt from the logs, the SLO streaks and the
+back-off of pods that keep failing.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from telemetry.derive import Window, merge, metrics, pod_window, topology_metrics
+from telemetry.derive import Window, merge, metrics, pod_window, topology_metrics, topology_outcomes
 from telemetry.health import SloMetric, SloTrack, evaluate_slo, pod_reason, slo_step, topology_health
-from telemetry.links import LinkEntry, connector_failure_reason, decode_links
+from telemetry.links import EngineView, pair_link, pairs_of
+from telemetry.logscan import ANCHOR, LogFinding, fresh_lines, scan
 from telemetry.parse import RawSample
+from telemetry.probe import ProbeResult
 from telemetry.snapshot import (
     Event,
     LinkSample,
@@ -26,6 +29,7 @@ from telemetry.snapshot import (
 )
 
 SERVING_ROLES = ("prefill", "decode", "both")
+PROBE_IDS_KEPT = 3
 
 
 class Backoff(TypedDict):
@@ -35,13 +39,33 @@ class Backoff(TypedDict):
 
 class CollectorState(TypedDict):
     pods: dict[str, RawSample]
-    links: dict[str, list[LinkEntry]]
+    probes: dict[str, ProbeResult]  # "prefill>decode" -> the last probe through that pair
+    probe_ids: dict[str, list[str]]  # "prefill>decode" -> request ids of its last probes
+    log_tails: dict[str, list[str]]  # pod -> the last lines read from its log
+    clusters: dict[str, str]  # LLM-DataDist cluster id -> prefill device IP (from the decode logs)
+    turn: int  # collections so far (probes go round when there are many pairs)
     slo: dict[str, SloTrack]
     backoff: dict[str, Backoff]
 
 
 def empty_state() -> CollectorState:
-    return CollectorState(pods={}, links={}, slo={}, backoff={})
+    return CollectorState(
+        pods={}, probes={}, probe_ids={}, log_tails={}, clusters={}, turn=0, slo={}, backoff={}
+    )
+
+
+def pair_key(prefill: str, decode: str) -> str:
+    return f"{prefill}>{decode}"
+
+
+@dataclass
+class LinkInputs:
+    """What one collection read about the KV links besides the pods' metrics."""
+
+    view: EngineView | None = None  # None: the topology has no KV connector (aggregated serving)
+    probes: list[ProbeResult] = field(default_factory=list)
+    logs: dict[str, list[str]] = field(default_factory=dict)  # pod -> recent log lines
+    log_errors: dict[str, str] = field(default_factory=dict)  # pod -> why its log could not be read
 
 
 @dataclass(frozen=True)
@@ -56,6 +80,8 @@ class PodTarget:
     phase: str
     detail: str | None = None  # waiting/terminated reason, e.g. CrashLoopBackOff
     restarts: int = 0
+    group: str = ""  # the serving group (Kthena): pods pair only inside their group
+    container: str | None = None  # the serving container, when the pod has several (for its log)
 
 
 @dataclass
@@ -64,8 +90,6 @@ class PodResult:
     raw: RawSample | None = None
     error: str | None = None  # why /metrics could not be read (None when skipped by back-off)
     skipped: bool = False  # not scraped this interval (back-off)
-    links: list[LinkEntry] | None = None  # decode pods with a link table
-    links_error: str | None = None
     extra: dict[str, object] = field(default_factory=dict)
 
 
@@ -89,10 +113,20 @@ def build_snapshot(
     alert_intervals: int,
     link_slow_ms: float,
     events: list[Event],
+    link_inputs: LinkInputs | None = None,
 ) -> tuple[TopologySnapshot, CollectorState, dict[SloMetric, str]]:
     """Derive everything; returns the snapshot, the state to keep, and SLO alert actions
     (``{"ttft": "raise"}``...) for the caller to record."""
-    new_state = CollectorState(pods={}, links={}, slo=dict(state["slo"]), backoff={})
+    new_state = CollectorState(
+        pods={},
+        probes={},
+        probe_ids={},
+        log_tails={},
+        clusters=dict(state.get("clusters") or {}),
+        turn=int(state.get("turn") or 0) + 1,
+        slo=dict(state["slo"]),
+        backoff={},
+    )
     windows: dict[str, Window] = {}
     pods: list[PodSample] = []
     pod_reasons: list[str] = []
@@ -139,29 +173,11 @@ def build_snapshot(
         if reason:
             pod_reasons.append(reason)
 
-    links: list[LinkSample] = []
-    for result in results:
-        name = result.target.name
-        if result.links is not None:
-            links.extend(
-                decode_links(
-                    decode=name,
-                    table=result.links,
-                    previous=state["links"].get(name),
-                    window=windows.get(name),
-                    interval_s=interval_s,
-                    slow_ms=link_slow_ms,
-                )
-            )
-            new_state["links"][name] = result.links
-        else:
-            if name in state["links"]:
-                new_state["links"][name] = state["links"][name]
-            reason = connector_failure_reason(pod=name, window=windows.get(name), interval_s=interval_s)
-            if reason:
-                extra.append(reason)
-        if result.links_error:
-            extra.append(f"{name}: link table unavailable — {result.links_error}")
+    links = _links(
+        results, windows, state, new_state, link_inputs or LinkInputs(), ts, interval_s, link_slow_ms
+    )
+    for name, error in sorted((link_inputs.log_errors if link_inputs else {}).items()):
+        extra.append(f"{name}: log unavailable, KV-link lines not read — {error}")
 
     role_windows: dict[str, Window] = {}
     roles: dict[str, RoleSample] = {}
@@ -180,6 +196,7 @@ def build_snapshot(
         ready=sum(1 for p in pods if p["ready"]),
         links_up=sum(1 for link in links if link["state"] == "up"),
         links_degraded=sum(1 for link in links if link["state"] == "degraded"),
+        links_unknown=sum(1 for link in links if link["state"] == "unknown"),
         links_down=sum(1 for link in links if link["state"] == "down"),
     )
 
@@ -192,7 +209,15 @@ def build_snapshot(
         if actions_for:
             actions[metric] = actions_for
 
-    health = topology_health(pods=pods, links=links, slo=slo, pod_reasons=pod_reasons, extra=extra)
+    health = topology_health(
+        pods=pods,
+        links=links,
+        slo=slo,
+        pod_reasons=pod_reasons,
+        extra=extra,
+        requests=topology_outcomes(role_windows),
+        interval_s=round(interval_s, 1),
+    )
     snapshot = TopologySnapshot(
         topology_id=topology_id,
         ts=ts,
@@ -214,3 +239,61 @@ def _step(
     track, action = slo_step(state["slo"].get(metric), metric_state, alert_open=is_open, intervals=n)
     state["slo"][metric] = track
     return action
+
+
+def _links(
+    results: list[PodResult],
+    windows: dict[str, Window],
+    state: CollectorState,
+    new_state: CollectorState,
+    inputs: LinkInputs,
+    ts: float,
+    interval_s: float,
+    slow_ms: float,
+) -> list[LinkSample]:
+    """One sample per prefill → decode pair, from probes, connector metrics and log lines."""
+    if inputs.view is None:
+        return []
+    findings: list[LogFinding] = []
+    tails = state.get("log_tails") or {}
+    for pod, lines in sorted(inputs.logs.items()):
+        findings.extend(scan(pod, fresh_lines(tails.get(pod, []), lines), new_state["clusters"]))
+        new_state["log_tails"][pod] = lines[-ANCHOR:] if lines else tails.get(pod, [])
+    for pod, tail in tails.items():  # a pod whose log could not be read this time keeps its place
+        new_state["log_tails"].setdefault(pod, tail)
+    targets = [r.target for r in results if r.target.ip]
+    prefills = [(t.name, t.ip, t.group) for t in targets if t.role == "prefill"]
+    decodes = [(t.name, t.ip, t.group) for t in targets if t.role == "decode"]
+    pairs = pairs_of(prefills, decodes)
+    probes = dict(state.get("probes") or {})
+    probes.update({pair_key(p["prefill"], p["decode"]): p for p in inputs.probes})
+    ids = {key: list(value) for key, value in (state.get("probe_ids") or {}).items()}
+    for p in inputs.probes:
+        key = pair_key(p["prefill"], p["decode"])
+        ids[key] = [*ids.get(key, []), p["request_id"]][-PROBE_IDS_KEPT:]
+    per_decode: dict[str, int] = {}
+    for pair in pairs:
+        per_decode[pair.decode] = per_decode.get(pair.decode, 0) + 1
+    raw_ts = {r.target.name: r.raw["ts"] for r in results if r.raw is not None}
+    samples = []
+    for pair in pairs:
+        key = pair_key(pair.prefill, pair.decode)
+        if key in probes:
+            new_state["probes"][key] = probes[key]
+            new_state["probe_ids"][key] = ids.get(key, [])
+        samples.append(
+            pair_link(
+                pair=pair,
+                view=inputs.view,
+                window=windows.get(pair.decode),
+                probe=probes.get(key),
+                findings=findings,
+                probe_requests=ids.get(key, []),
+                links_of_decode=per_decode[pair.decode],
+                now=ts,
+                interval_s=interval_s,
+                metrics_ts=raw_ts.get(pair.decode),
+                slow_ms=slow_ms,
+            )
+        )
+    return samples

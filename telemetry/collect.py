@@ -12,14 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.core.cache import cache
 
 import kube
 from clusters.metrics import MetricsSettings
-from telemetry.assemble import PodResult, PodTarget
+from telemetry import linkinputs
+from telemetry.assemble import LinkInputs, PodResult, PodTarget
+from telemetry.links import engine_view
 from telemetry.scrape import ScrapeRequest, scraper
 from telemetry.snapshot import TopologySnapshot
-from telemetry.sources import DIRECT, ApiProxyTransport, PrometheusSource
+from telemetry.sources import DIRECT, ApiProxyTransport, PrometheusSource, Transport
+from topologies.models import Topology
 
 PROBLEM_TTL = 120
 _NAMED = ("metrics source ", "Prometheus at ")
@@ -29,26 +33,49 @@ def _problem_key(topology_id: int) -> str:
     return f"telemetry:source-problem:{topology_id}"
 
 
+def _transport(settings: MetricsSettings, conn: kube.ClusterConnection, namespace: str) -> Transport:
+    """How the pods themselves are reached: the proxy source goes through the API server, the others
+    directly (Prometheus answers the metrics; link probes still need a way to the pods)."""
+    if settings.source == "proxy":
+        return ApiProxyTransport(namespace, kube.proxy_transport(conn))
+    return DIRECT
+
+
 def collect_results(
     *,
     settings: MetricsSettings,
     conn: kube.ClusterConnection,
-    namespace: str,
+    topology: Topology,
     targets: list[PodTarget],
-    backoff: dict[str, Any],
+    state: dict[str, Any],
     now: float,
     interval: float,
-    want_links: bool,
-) -> list[PodResult]:
+) -> tuple[list[PodResult], LinkInputs]:
+    """Every scrapeable pod's metrics through the cluster's source, and the KV-link inputs: Tandem's
+    probe through each pair (over the same way to the pods) and the engines' log lines (pods/log)."""
     requests, results = [], []
+    backoff = state["backoff"]
     for target in targets:
         if not target.ip or target.phase != "Running":
             results.append(PodResult(target=target))
         elif target.name in backoff and backoff[target.name]["retry_at"] > now:
             results.append(PodResult(target=target, skipped=True))
         else:
-            requests.append(ScrapeRequest(target=target, want_links=want_links and target.role == "decode"))
-    timeout_s = float(getattr(settings, "TELEMETRY_SCRAPE_TIMEOUT_SECONDS", 0.8 * interval))
+            requests.append(ScrapeRequest(target=target))
+    timeout_s = float(getattr(django_settings, "TELEMETRY_SCRAPE_TIMEOUT_SECONDS", 0.8 * interval))
+    namespace = topology.namespace
+    transport = _transport(settings, conn, namespace)
+    inputs = LinkInputs()
+    serving = [t for t in targets if t.role in ("prefill", "decode") and t.phase == "Running"]
+    with_links = topology.kv_connector != "none" and bool(serving)
+    probes = []
+    logs = None
+    if with_links:
+        inputs.view = engine_view(topology.engine, topology.kv_connector)
+        turn = int(state.get("turn") or 0)
+        logs = linkinputs.read_logs_async(conn, namespace, serving, turn, interval)
+        if settings.source != "prometheus" or transport is not DIRECT:
+            probes = linkinputs.probe_targets(topology, targets, turn, transport)
     if settings.source == "prometheus":
         source = PrometheusSource(
             settings.prometheus_url,
@@ -57,12 +84,13 @@ def collect_results(
             password=settings.prometheus_password,
         )
         results.extend(scraper().query(source, namespace, [r.target for r in requests], timeout_s=timeout_s))
-    elif settings.source == "proxy":
-        transport = ApiProxyTransport(namespace, kube.proxy_transport(conn))
-        results.extend(scraper().scrape(requests, timeout_s=timeout_s, transport=transport))
+        _, inputs.probes = scraper().collect([], probes, timeout_s=timeout_s, transport=transport)
     else:
-        results.extend(scraper().scrape(requests, timeout_s=timeout_s, transport=DIRECT))
-    return results
+        scraped, inputs.probes = scraper().collect(requests, probes, timeout_s=timeout_s, transport=transport)
+        results.extend(scraped)
+    if logs is not None:
+        inputs.logs, inputs.log_errors = linkinputs.gather_logs(logs, interval)
+    return results, inputs
 
 
 def source_problem(source: str, results: list[PodResult]) -> tuple[str | None, bool]:

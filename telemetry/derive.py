@@ -35,9 +35,10 @@ DECODE_FIRST = (
     "itl_p99",
     "gen_tps",
     "requests_ps",
-    "success_rate",
-    "error_rate",
 )
+
+
+SUMMED_HISTOGRAMS = frozenset({"xfer_bytes", "xfer_time"})
 
 
 @dataclass
@@ -137,7 +138,9 @@ def pod_window(current: RawSample, previous: RawSample | None) -> tuple[Window, 
     window.seconds = seconds
     window.has_deltas = True
     for name, value in current["counters"].items():
-        delta = value if restarted else max(0.0, value - previous["counters"].get(name, value))
+        # A series that appears between two samples of the same process started at zero (labelled
+        # counters such as http_requests_total{status="5xx"} appear with their first event).
+        delta = value if restarted else max(0.0, value - previous["counters"].get(name, 0.0))
         window.deltas[name] = delta
         window.rates[name] = delta / seconds
     for name, hist in current["histograms"].items():
@@ -147,6 +150,8 @@ def pod_window(current: RawSample, previous: RawSample | None) -> tuple[Window, 
         if before is not None and hist["count"] == before["count"]:
             continue  # nothing observed in this interval: no data, like a family that is absent
         window.hists[name] = histogram_delta(hist, before)
+        if name in SUMMED_HISTOGRAMS:  # bytes moved (and seconds spent) per interval, not only counts
+            window.deltas[f"{name}_sum"] = max(0.0, hist["sum"] - (before["sum"] if before else 0.0))
     return window, restarted
 
 
@@ -209,23 +214,67 @@ def metrics(window: Window) -> Metrics:
     if out["kv_usage"] is None and g.get("store_capacity_bytes") and g.get("store_allocated_bytes"):
         capacity = sum(g["store_capacity_bytes"])
         out["kv_usage"] = sum(g["store_allocated_bytes"]) / capacity if capacity > 0 else None
-    if window.has_deltas:
-        outcomes = [name for name in ("req_success", "req_failed", "req_aborted") if name in d]
-        finished = ok = 0.0
-        if outcomes:
-            ok = d.get("req_success", 0.0)
-            finished = ok + d.get("req_failed", 0.0) + d.get("req_aborted", 0.0)
-            out["requests_ps"] = sum(r.get(name, 0.0) for name in outcomes)
-        elif "e2e" in window.hists and window.seconds > 0:
-            finished = ok = window.hists["e2e"][-1][1]
-            out["requests_ps"] = finished / window.seconds
-        if finished > 0:
-            out["success_rate"] = ok / finished
-            out["error_rate"] = (finished - ok) / finished
+    result = outcomes(window)
+    if result is not None:
+        ok, failed, _ = result
+        out["requests_ps"] = (ok + failed) / window.seconds if window.seconds > 0 else None
+        if ok + failed > 0:
+            out["success_rate"] = ok / (ok + failed)
+            out["error_rate"] = failed / (ok + failed)
     for name, value in out.items():
         if isinstance(value, float):
             out[name] = significant(value)  # type: ignore[literal-required]
     return out
+
+
+HTTP_FAILURES = ("4xx", "429", "5xx", "other")
+
+
+def outcomes(window: Window) -> tuple[float, float, dict[str, float]] | None:
+    """(answered, failed, failed by status class) of the requests a window's pods answered, or None
+    when its pods count no outcomes (or there is no interval yet).
+
+    Counted where the answers are seen: the router's ``kthena_router_requests_total{status_code}`` first,
+    then the API server's ``http_requests_total{status}`` (every answer, including a 503 or 429 the
+    engine core never saw), then the engines' own counters (vLLM ``request_success_total`` with
+    ``finished_reason="abort"`` as failures; MindIE ``request_success_total`` / ``request_failed_total``;
+    SGLang's finished-request histogram count, which has no failures)."""
+    if not window.has_deltas:
+        return None
+    d = window.deltas
+    for prefix in ("router", "http"):
+        keys = [f"{prefix}_{cls}" for cls in ("2xx", *HTTP_FAILURES)]
+        if any(key in d for key in keys):
+            failed = {cls: d.get(f"{prefix}_{cls}", 0.0) for cls in HTTP_FAILURES}
+            failed = {cls: n for cls, n in failed.items() if n > 0}
+            return d.get(f"{prefix}_2xx", 0.0), sum(failed.values()), failed
+    names = [name for name in ("req_success", "req_failed", "req_aborted") if name in d]
+    if names:
+        failed_n = d.get("req_failed", 0.0) + d.get("req_aborted", 0.0)
+        return d.get("req_success", 0.0), failed_n, ({"5xx": failed_n} if failed_n > 0 else {})
+    if "e2e" in window.hists:
+        return window.hists["e2e"][-1][1], 0.0, {}
+    return None
+
+
+def topology_outcomes(
+    role_windows: dict[str, Window],
+) -> tuple[float, float, dict[str, dict[str, float]]] | None:
+    """What the clients saw, from every role: in P/D a request is answered by decode after prefill, so
+    the answered requests are decode's (or the aggregated pods'), and the failures are every role's (a
+    prefill that answers 429 or 5xx fails the client's request before decode sees it). A router's own
+    counters, when its pods are collected, are what the clients saw and win."""
+    per_role = {role: outcomes(window) for role, window in role_windows.items()}
+    found = {role: value for role, value in per_role.items() if value is not None}
+    if not found:
+        return None
+    if "router" in found:
+        ok, failed, by_class = found["router"]
+        return ok, failed, {"router": by_class}
+    answering: list[str] = [role for role in ("decode", "both") if role in found] or list(found)
+    ok = sum(found[role][0] for role in answering)
+    failed = sum(value[1] for value in found.values())
+    return ok, failed, {role: value[2] for role, value in found.items() if value[2]}
 
 
 def significant(value: float, digits: int = 5) -> float:
@@ -245,4 +294,10 @@ def topology_metrics(role_windows: dict[str, Window]) -> Metrics:
         value = per_role.get("decode", empty_metrics())[name]  # type: ignore[literal-required]
         if value is not None:
             everything[name] = value  # type: ignore[literal-required]
+    seen = topology_outcomes(role_windows)
+    everything["success_rate"] = everything["error_rate"] = None
+    if seen is not None and seen[0] + seen[1] > 0:
+        ok, failed, _ = seen
+        everything["success_rate"] = significant(ok / (ok + failed))
+        everything["error_rate"] = significant(failed / (ok + failed))
     return everything

@@ -72,12 +72,45 @@ def pod_reason(pod: PodSample, detail: str | None, restarts: int) -> str | None:
     return None
 
 
+ERROR_RATE_DEGRADED = 0.01  # more than 1 % of the requests failing in an interval needs attention
+ERROR_RATE_DOWN = 0.9  # 90 % or more failing: the topology is not serving
+CLASS_WORDS = {"4xx": "4xx", "429": "429 (rate limited)", "5xx": "5xx", "other": "other errors"}
+RequestOutcomes = tuple[float, float, dict[str, dict[str, float]]]
+
+
+def request_error_reason(outcomes: RequestOutcomes | None, interval_s: float) -> str | None:
+    """``"77 of 120 requests failed in the last 2 s (decode pods answered 5xx ×77)"``, or None."""
+    if outcomes is None:
+        return None
+    ok, failed, by_role = outcomes
+    total = ok + failed
+    if failed <= 0 or total <= 0 or failed / total <= ERROR_RATE_DEGRADED:
+        return None
+    parts = []
+    for role, classes in sorted(by_role.items()):
+        answered = ", ".join(f"{CLASS_WORDS.get(c, c)} ×{n:.0f}" for c, n in sorted(classes.items()))
+        who = "the router" if role == "router" else f"{role} pods"
+        parts.append(f"{who} answered {answered}")
+    detail = f" ({'; '.join(parts)})" if parts else ""
+    what = "requests" if "router" in by_role else "requests to the pods (retries included)"
+    return f"{failed:.0f} of {total:.0f} {what} failed in the last {interval_s:g} s{detail}"
+
+
 def topology_health(
-    *, pods: list[PodSample], links: list[LinkSample], slo: Slo, pod_reasons: list[str], extra: list[str]
+    *,
+    pods: list[PodSample],
+    links: list[LinkSample],
+    slo: Slo,
+    pod_reasons: list[str],
+    extra: list[str],
+    requests: RequestOutcomes | None = None,
+    interval_s: float = 0.0,
 ) -> Health:
-    """The topology's state and the reasons, most severe first."""
+    """The topology's state and the reasons, most severe first. A topology failing its requests is
+    never healthy: above 1 % failed it is degraded, and when nothing succeeded it is down."""
     if not pods:
         return Health(state="unknown", reasons=["no pods found for this topology yet", *extra])
+    error_reason = request_error_reason(requests, interval_s)
     down_links = [link["reason"] or "" for link in links if link["state"] == "down"]
     slow_links = [link["reason"] or "" for link in links if link["state"] == "degraded"]
     slo_reasons = []
@@ -86,7 +119,8 @@ def topology_health(
             slo_reasons.append(slo_reason("ttft", slo["ttft_p95_ms"], slo["ttft_ms"]))
         if slo["tbt_ms"] is not None and (slo["tbt_p95_ms"] or 0) > slo["tbt_ms"]:
             slo_reasons.append(slo_reason("tbt", slo["tbt_p95_ms"], slo["tbt_ms"]))
-    reasons = [*down_links, *pod_reasons, *slow_links, *slo_reasons, *extra]
+    reasons = [*([error_reason] if error_reason else []), *down_links, *pod_reasons, *slow_links]
+    reasons += [*slo_reasons, *extra]
 
     serving = [pod for pod in pods if pod["role"] in ("prefill", "decode", "both")]
     roles = {pod["role"] for pod in serving}
@@ -99,6 +133,9 @@ def topology_health(
     if serving and no_ready_role:
         state = "down"
         reasons.insert(0, f"no {' or '.join(no_ready_role)} pod is Ready: requests cannot be served")
+    elif requests is not None and requests[1] > 0 and requests[1] >= ERROR_RATE_DOWN * sum(requests[:2]):
+        state = "down"
+        reasons.insert(0, "nearly every request failed: the topology is not serving")
     elif links and all(link["state"] == "down" for link in links):
         state = "down"
         reasons.insert(0, "every KV link is down: decode pods cannot receive KV from prefill")

@@ -31,6 +31,8 @@ COUNTERS: dict[str, str] = {
     "vllm:nixl_num_failed_notifications_total": "xfer_failed_notifications",
     "vllm:mooncake_num_failed_transfers_total": "xfer_failed",
     "vllm:mooncake_num_failed_recvs_total": "xfer_failed_recvs",
+    "vllm:nixl_num_kv_expired_reqs_total": "xfer_expired",
+    "vllm:mooncake_num_kv_expired_reqs_total": "xfer_expired",
     "sglang:prompt_tokens_total": "prompt_tokens",
     "sglang:generation_tokens_total": "gen_tokens",
     "sglang:num_transfer_failed_reqs_total": "xfer_failed",
@@ -48,6 +50,13 @@ COUNTERS: dict[str, str] = {
 }
 # vLLM splits finished requests by reason; "abort" is the failure case.
 REQUEST_SUCCESS_BY_REASON = "vllm:request_success_total"
+# Answers by HTTP status class: vLLM's API server (prometheus-fastapi-instrumentator:
+# ``http_requests_total{handler,method,status}``, status grouped as 2xx/4xx/5xx or exact codes) and the
+# Kthena router (``kthena_router_requests_total{status_code,error_type,...}``). They see the answers an
+# engine's request counters never count: a 503 from an overloaded server, a 429, a proxy error.
+HTTP_REQUESTS = "http_requests_total"
+ROUTER_REQUESTS = "kthena_router_requests_total"
+INFERENCE_HANDLERS = frozenset({"/v1/completions", "/v1/chat/completions"})
 
 # sample name -> canonical gauge field
 GAUGES: dict[str, str] = {
@@ -103,9 +112,10 @@ INFO = "vllm:cache_config_info"
 
 _SUFFIXES = ("_bucket", "_count", "_sum", "_created", "_total", "_info")
 _KNOWN_BASES = frozenset(
-    [*COUNTERS, *GAUGES, *HISTOGRAMS, REQUEST_SUCCESS_BY_REASON, INFO]
+    [*COUNTERS, *GAUGES, *HISTOGRAMS, REQUEST_SUCCESS_BY_REASON, INFO, HTTP_REQUESTS, ROUTER_REQUESTS]
     + [name.removesuffix("_total") for name in COUNTERS]
     + [REQUEST_SUCCESS_BY_REASON.removesuffix("_total"), INFO.removesuffix("_info")]
+    + [HTTP_REQUESTS.removesuffix("_total"), ROUTER_REQUESTS.removesuffix("_total")]
 )
 
 
@@ -153,7 +163,7 @@ def _is_known(name: str) -> bool:
 
 
 _LABEL = re.compile(r'\s*([a-zA-Z_]\w*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-KEPT_LABELS = frozenset({"le", "finished_reason", "operation", "status"})
+KEPT_LABELS = frozenset({"le", "finished_reason", "operation", "status", "status_code", "handler"})
 
 
 def _reduce_labels(block: str) -> str:
@@ -197,6 +207,8 @@ def detect_engine(names: set[str]) -> str:
         return "mooncake-master"
     if names & {"npu_cache_usage_perc", "npu_prefix_cache_hit_rate", "num_requests_running"}:
         return "mindie"
+    if ROUTER_REQUESTS in names:
+        return "kthena-router"
     return "unknown"
 
 
@@ -206,6 +218,16 @@ Entry = tuple[int, str, float, float, str, tuple[tuple[str, str], ...]]
 NO_LABELS: tuple[tuple[str, str], ...] = ()
 
 
+def status_field(prefix: str, status: str) -> str:
+    """``http_2xx`` / ``http_4xx`` / ``http_429`` / ``http_5xx`` (``router_...``) for a status label that is a
+    class (``"5xx"``) or a code (``"503"``); 429 is kept apart when the code is known (back-pressure)."""
+    status = status.strip().lower()
+    if status == "429":
+        return f"{prefix}_429"
+    head = status[:1]
+    return f"{prefix}_{head}xx" if head in ("1", "2", "3", "4", "5") else f"{prefix}_other"
+
+
 def classify(name: str, labels: dict[str, str], value: float) -> tuple[Entry, ...]:
     """What one sample contributes (nothing for families we do not read)."""
     if math.isnan(value):
@@ -213,6 +235,14 @@ def classify(name: str, labels: dict[str, str], value: float) -> tuple[Entry, ..
     if name == REQUEST_SUCCESS_BY_REASON:
         field = "req_aborted" if labels.get("finished_reason") == "abort" else "req_success"
         return ((COUNTER, field, 0.0, value, name, NO_LABELS),)
+    if name == HTTP_REQUESTS:
+        if labels.get("handler") not in INFERENCE_HANDLERS:
+            return ()
+        return ((COUNTER, status_field("http", labels.get("status", "")), 0.0, value, name, NO_LABELS),)
+    if name == ROUTER_REQUESTS:
+        return (
+            (COUNTER, status_field("router", labels.get("status_code", "")), 0.0, value, name, NO_LABELS),
+        )
     if name in COUNTERS:
         return ((COUNTER, COUNTERS[name], 0.0, value, name, NO_LABELS),)
     if name in GAUGES:

@@ -1,4 +1,4 @@
-"""Concurrent scraping of engine ``/metrics`` and ``/kv/links`` with aiohttp.
+"""Concurrent scraping of engine ``/metrics`` (and Tandem's link probes) with aiohttp.
 
 Each worker process keeps ONE asyncio loop (in a daemon thread) and ONE ``aiohttp.ClientSession``
 with keep-alive connections, created lazily and re-created after a fork, so consecutive collections
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import json
 import os
 import threading
 import time
@@ -24,8 +23,8 @@ import aiohttp
 from yarl import URL
 
 from telemetry.assemble import PodResult, PodTarget
-from telemetry.links import normalize_table
 from telemetry.parse import LineParser
+from telemetry.probe import ProbeResult, ProbeTarget, probe_all
 from telemetry.sources import DIRECT, PrometheusSource, Transport, prometheus_results
 
 MAX_CONNECTIONS = 512
@@ -36,7 +35,6 @@ MAX_PARSERS = 20_000  # per-target line memories kept by one process
 @dataclass(frozen=True)
 class ScrapeRequest:
     target: PodTarget
-    want_links: bool = False
 
 
 def _describe(exc: BaseException, url: str, timeout_s: float) -> str:
@@ -77,42 +75,21 @@ async def scrape_pod(
     request: ScrapeRequest,
     *,
     timeout_s: float,
-    pod_by_address: dict[str, str],
     parser: LineParser | None = None,
     transport: Transport = DIRECT,
 ) -> PodResult:
-    """One pod's ``/metrics`` (and link table) over ``transport``: directly, or through the API server."""
+    """One pod's ``/metrics`` over ``transport``: directly, or through the API server."""
     target = request.target
     result = PodResult(target=target)
-
-    async def metrics() -> None:
-        url = transport.url(target, "metrics")
-        try:
-            status, text = await _get_text(session, url, timeout_s, transport)
-            if status != 200:
-                result.error = transport.failure(status, text, url)
-                return
-            result.raw = (parser or LineParser()).parse(text, ts=time.time())
-        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            result.error = transport.prefix + _describe(exc, url, timeout_s)
-
-    async def links() -> None:
-        url = transport.url(target, "kv/links")
-        try:
-            status, text = await _get_text(session, url, timeout_s, transport)
-            if status == 404:
-                return  # this engine keeps no link table; links come from connector metrics only
-            if status != 200:
-                result.links_error = transport.failure(status, text, url)
-                return
-            result.links = normalize_table(json.loads(text), pod_by_address)
-        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            result.links_error = transport.prefix + _describe(exc, url, timeout_s)
-
-    if request.want_links:
-        await asyncio.gather(metrics(), links())
-    else:
-        await metrics()
+    url = transport.url(target, "metrics")
+    try:
+        status, text = await _get_text(session, url, timeout_s, transport)
+        if status != 200:
+            result.error = transport.failure(status, text, url)
+            return result
+        result.raw = (parser or LineParser()).parse(text, ts=time.time())
+    except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+        result.error = transport.prefix + _describe(exc, url, timeout_s)
     return result
 
 
@@ -125,7 +102,6 @@ async def scrape_all(
     transport: Transport = DIRECT,
 ) -> list[PodResult]:
     """Scrape every pod at once. ``parsers`` (per ``ip:port``) lets unchanged lines skip parsing."""
-    pod_by_address = {r.target.ip: r.target.name for r in requests if r.target.ip}
     if parsers is not None and len(parsers) > MAX_PARSERS:
         parsers.clear()
 
@@ -140,7 +116,6 @@ async def scrape_all(
                 session,
                 r,
                 timeout_s=timeout_s,
-                pod_by_address=pod_by_address,
                 parser=parser_for(r.target),
                 transport=transport,
             )
@@ -160,6 +135,10 @@ async def scrape_all(
         else:
             results.append(task.result())
     return results
+
+
+async def _nothing() -> list[PodResult]:
+    return []
 
 
 # Direct: a few keep-alive connections per pod. Through one host (the API server's proxy, a
@@ -239,13 +218,42 @@ class Scraper:
         self, requests: Sequence[ScrapeRequest], *, timeout_s: float, transport: Transport = DIRECT
     ) -> list[PodResult]:
         """Each pod's own endpoints, directly or through the API server's pods proxy."""
-        if not requests:
-            return []
-        loop = self._ensure_loop()
-        future: Future[list[PodResult]] = asyncio.run_coroutine_threadsafe(
-            self._run(requests, timeout_s, transport), loop
+        return self.collect(requests, [], timeout_s=timeout_s, transport=transport)[0]
+
+    async def _both(
+        self,
+        requests: Sequence[ScrapeRequest],
+        probes: list[ProbeTarget],
+        timeout_s: float,
+        transport: Transport,
+    ) -> tuple[list[PodResult], list[ProbeResult]]:
+        scraping = self._run(requests, timeout_s, transport) if requests else _nothing()
+        probing = probe_all(
+            self._session_for(transport.kind),
+            probes,
+            timeout_s=timeout_s,
+            headers=transport.headers,
+            ssl=transport.ssl,
         )
-        return future.result(timeout=timeout_s * 1.25 + 30)
+        scraped, probed = await asyncio.gather(scraping, probing)
+        return scraped, probed
+
+    def collect(
+        self,
+        requests: Sequence[ScrapeRequest],
+        probes: list[ProbeTarget],
+        *,
+        timeout_s: float,
+        transport: Transport = DIRECT,
+    ) -> tuple[list[PodResult], list[ProbeResult]]:
+        """Scrape the pods and send the link probes at once, over the same transport, loop and session."""
+        if not requests and not probes:
+            return [], []
+        loop = self._ensure_loop()
+        future: Future[tuple[list[PodResult], list[ProbeResult]]] = asyncio.run_coroutine_threadsafe(
+            self._both(requests, probes, timeout_s, transport), loop
+        )
+        return future.result(timeout=timeout_s * 1.25 + 5)
 
     def query(
         self, source: PrometheusSource, namespace: str, targets: Sequence[PodTarget], *, timeout_s: float

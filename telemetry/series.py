@@ -43,7 +43,9 @@ POD_FIELDS: tuple[str, ...] = (
     "kv_usage",
     "error_rate",
 )
-LINK_FIELDS: tuple[str, ...] = ("state", "xfer_p50_ms", "xfer_p95_ms", "bytes_per_s", "failed")
+LINK_FIELDS: tuple[str, ...] = (
+    "state", "xfer_p50_ms", "xfer_p95_ms", "xfer_mean_ms", "bytes_per_s", "probe_ms", "failed",
+)  # fmt: skip
 ROLES: tuple[str, ...] = ("prefill", "decode", "both")
 LINK_STATE_VALUE: dict[str, float] = {"up": 0.0, "degraded": 1.0, "down": 2.0}
 
@@ -89,9 +91,10 @@ def snapshot_points(snapshot: TopologySnapshot) -> Iterator[tuple[str, float]]:
                 yield f"pod.{pod['name']}.{field}", float(value)
     for link in snapshot["links"]:
         prefix = f"link.{link['prefill']}.{link['decode']}"
-        yield f"{prefix}.state", LINK_STATE_VALUE[link["state"]]
+        if link["state"] in LINK_STATE_VALUE:  # "unknown" is no value (a gap, not a state)
+            yield f"{prefix}.state", LINK_STATE_VALUE[link["state"]]
         yield f"{prefix}.failed", float(link["failed"])
-        for field in ("xfer_p50_ms", "xfer_p95_ms", "bytes_per_s"):
+        for field in ("xfer_p50_ms", "xfer_p95_ms", "xfer_mean_ms", "bytes_per_s", "probe_ms"):
             value = link.get(field)
             if isinstance(value, (int, float)):
                 yield f"{prefix}.{field}", float(value)

@@ -33,6 +33,7 @@ RAW_RETENTION = timedelta(hours=24)
 ROLLUP_RETENTION = timedelta(days=30)
 DEFAULT_PORT = 8000
 SKIPPED_ROLES = frozenset({"router"})
+GROUP_LABEL = "modelserving.volcano.sh/group-name"
 _series_ids: dict[tuple[int, str], int] = {}
 _series_epochs: dict[int, int] = {}
 
@@ -54,6 +55,8 @@ def pod_targets(pods: Iterable[kube.PodInfo]) -> list[PodTarget]:
                 phase=pod.phase,
                 detail=pod.reason or None,
                 restarts=pod.restarts,
+                group=pod.labels.get(GROUP_LABEL, ""),
+                container=pod.serving_container,
             )
         )
     return targets
@@ -80,15 +83,14 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         snapshot["health"]["state"] = "down"
         telemetry_store(topology=topology, snapshot=snapshot, actions={})
         return snapshot
-    results = collect_results(
+    results, link_inputs = collect_results(
         settings=source,
         conn=conn,
-        namespace=topology.namespace,
+        topology=topology,
         targets=pod_targets(pods),
-        backoff=state["backoff"],
+        state=dict(state),
         now=now,
         interval=interval,
-        want_links=topology.kv_connector != "none",
     )
     problem = remembered_problem(topology_id, *source_problem(source.source, results))
     open_alerts = {
@@ -106,6 +108,7 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         alert_intervals=settings.TELEMETRY_ALERT_INTERVALS,
         link_slow_ms=settings.TELEMETRY_LINK_SLOW_MS,
         events=selectors.recent_events(topology_id=topology_id, since=now - 15 * 60),
+        link_inputs=link_inputs,
     )
     apply_source_problem(snapshot, problem)
     cache.set_state(topology_id, new_state)

@@ -36,13 +36,14 @@ from typing import Literal, TypedDict
 
 HealthState = Literal["healthy", "degraded", "down", "stale", "unknown"]
 SloState = Literal["ok", "violated", "unknown"]
-LinkState = Literal["up", "degraded", "down"]
+LinkState = Literal["up", "degraded", "down", "unknown"]
+LinkSourceKind = Literal["probe", "metrics", "log"]
 EventKind = Literal["deploy", "role_change", "alert_raised", "alert_resolved"]
 Role = Literal["prefill", "decode", "both"]
 
 HEALTH_STATES: tuple[str, ...] = ("healthy", "degraded", "down", "stale", "unknown")
 SLO_STATES: tuple[str, ...] = ("ok", "violated", "unknown")
-LINK_STATES: tuple[str, ...] = ("up", "degraded", "down")
+LINK_STATES: tuple[str, ...] = ("up", "degraded", "down", "unknown")
 EVENT_KINDS: tuple[str, ...] = ("deploy", "role_change", "alert_raised", "alert_resolved")
 
 
@@ -102,20 +103,35 @@ class Totals(Metrics):
     ready: int
     links_up: int
     links_degraded: int
+    links_unknown: int  # links nothing that can see them reported on in this interval
     links_down: int
+
+
+class LinkSource(TypedDict):
+    """One interface a link's state was read from, what it said, and when (freshness)."""
+
+    kind: LinkSourceKind  # probe (Tandem's request through the pair) | metrics (connector) | log (engine)
+    detail: str  # what it said, in words
+    ts: float | None  # when it was observed (unix s)
 
 
 class LinkSample(TypedDict):
     prefill: str  # prefill pod name
     decode: str  # decode pod name
-    state: LinkState
-    status_code: str | None  # LLM-DataDist style status, e.g. LLM_SUCCESS, LLM_WAIT_PROCESS_TIMEOUT
-    xfer_p50_ms: float | None
-    xfer_p95_ms: float | None
+    state: LinkState  # unknown: nothing that can see this pair said anything in this interval
+    status_code: str | None  # an LLM-DataDist status code when an engine logged one
+    xfer_p50_ms: float | None  # KV transfer time of the decode pod's connector (see ``shared``), from
+    xfer_p95_ms: float | None  # its histogram's bucket increments (interpolated inside a bucket)
+    xfer_mean_ms: float | None  # Δsum / Δcount of the same histogram: the exact mean transfer time
     bytes_per_s: float | None
-    transfers: int  # successful transfers in this interval
-    failed: int  # failed transfers in this interval
-    reason: str | None  # why it is degraded or down, in words
+    transfers: int  # transfers the decode pod's connector completed in this interval
+    failed: int  # failed transfers in this interval (the pair's own, or the decode pod's when shared)
+    reason: str | None  # why it is degraded, down or unknown, in words
+    probe_ms: float | None  # the last probe's decode answer time (KV pull + one token), ms
+    shared: bool  # transfer figures are the decode pod's, shared by its links (no peer label exists)
+    sources: list[LinkSource]
+    observed_at: float | None  # the newest observation of any source
+    blind: list[str]  # what the engine/connector cannot show about this link, in words
 
 
 class Event(TypedDict):
@@ -184,7 +200,9 @@ def empty_metrics() -> Metrics:
 
 def empty_snapshot(topology_id: int, ts: float, interval_s: float, reason: str) -> TopologySnapshot:
     """A snapshot with no data (no pods yet, or the cluster could not be asked)."""
-    totals = Totals(**empty_metrics(), pods=0, ready=0, links_up=0, links_degraded=0, links_down=0)
+    totals = Totals(
+        **empty_metrics(), pods=0, ready=0, links_up=0, links_degraded=0, links_down=0, links_unknown=0
+    )
     return TopologySnapshot(
         topology_id=topology_id,
         ts=ts,

@@ -157,3 +157,13 @@ def test_event_info_reads_core_events():
         3,
     )
     assert info.last_time is not None
+
+
+def test_the_serving_container_is_named_only_when_a_pod_has_several():
+    def pod(containers):
+        return {"metadata": {"name": "p"}, "spec": {"containers": containers}, "status": {"phase": "Running"}}
+
+    assert pod_info(pod([{"name": "engine", "ports": [{"containerPort": 8000}]}])).serving_container is None
+    sidecar_first = [{"name": "runtime"}, {"name": "engine", "ports": [{"containerPort": 8000}]}]
+    assert pod_info(pod(sidecar_first)).serving_container == "engine"  # pods/log needs the name then
+    assert pod_info(pod([{"name": "a"}, {"name": "b"}])).serving_container == "a"

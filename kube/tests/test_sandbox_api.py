@@ -176,3 +176,13 @@ def test_nodes_report_accelerators_and_what_pods_use(sandbox_cluster):
     assert nodes["sandbox-node-2"].in_use["huawei.com/ascend-1980"] >= 3
     assert kube.get_version(conn).startswith("v1.")
     kube.delete_object(conn, "v1", "Pod", "inuse", "holder")
+
+
+def test_pod_log_lines_of_a_missing_pod_fails_fast_with_a_readable_error(sandbox_cluster):
+    from kube.workloads import pod_log_lines
+
+    conn = _conn(sandbox_cluster)
+    kube.apply_objects(conn, [_namespace("logs-missing")])
+    with pytest.raises(kube.KubeError) as caught:
+        pod_log_lines(conn, "logs-missing", "no-such-pod", tail_lines=10, since_seconds=6, timeout_s=1.0)
+    assert "read the log of pod logs-missing/no-such-pod" in caught.value.message

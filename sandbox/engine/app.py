@@ -3,9 +3,17 @@ socket a request arrived on (its local ip:port) picks the engine, so an engine c
 its state — no per-engine application, thread or runner.
 
 Routes per engine: `GET /health`, `GET /metrics`, `GET /v1/models`, `POST /v1/completions`,
-`POST /v1/chat/completions` (streaming or not, with `usage`), the LLM-DataDist-style admin API
-`GET|POST /kv/links`, `DELETE /kv/links/{peer}`, `POST /kv/switch_role`, and the sandbox's
-`GET|POST|DELETE /sandbox/faults`, `GET /sandbox/info`.
+`POST /v1/chat/completions` (streaming or not, with `usage`), `POST /kv/switch_role`, and the
+sandbox's control interface (never read by Tandem: real engines have no such routes)
+`GET|POST|DELETE /sandbox/faults`, `GET /sandbox/info` and the LLM-DataDist link table
+`GET|POST /sandbox/kv/links`, `DELETE /sandbox/kv/links/{peer}` (what `link_clusters` /
+`unlink_clusters` would do, for tests and the `fault --show` command).
+
+Every answer (but `/metrics`, `/health` and the control routes) is counted in
+`http_requests_total{handler,method,status}` the way vLLM's API server counts them
+(prometheus-fastapi-instrumentator with vLLM's excluded handlers, status grouped as `2xx`, `4xx`,
+`5xx`), including the answers of injected HTTP faults; a client's `X-Request-Id` becomes the
+request id (`cmpl-<id>-0`), as in vLLM, so its KV-connector log lines can be traced.
 
 P/D requests follow vLLM's disaggregated-serving protocol: the router sends the prompt to a prefill
 instance with `"kv_transfer_params": {"do_remote_decode": true}` and `max_tokens: 1`; the answer
@@ -47,6 +55,29 @@ PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _NON_JSON_BODY = (
     "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
 )
+
+
+# vLLM's API server instruments every route but these (excluded_handlers in its Instrumentator set-up)
+UNCOUNTED_HANDLERS = frozenset({"/metrics", "/health", "/load", "/ping", "/version", "/server_info"})
+
+
+@web.middleware
+async def count_http(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+    """vLLM's `http_requests_total{handler,method,status}`: every answer, grouped by status class."""
+    status = 500
+    try:
+        response: web.StreamResponse = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        path = request.path
+        if not path.startswith("/sandbox/") and path not in UNCOUNTED_HANDLERS:
+            engine = request.app[ENGINE_RESOLVER](request)
+            if engine is not None:
+                engine.stats.count_http(path, request.method, status)
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -143,6 +174,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         await asyncio.sleep(delay)
     fault = engine.faults.http_fault()
     if fault is not None:
+        engine.stats.failed_requests += 1  # MindIE's request_failed_total counts every failed answer
         if fault.kind == "http_401":
             return _json({"error": "Unauthorized"}, 401)
         if fault.kind == "http_429":
@@ -159,7 +191,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
     served = (engine.spec.model, *[a for a in engine.spec.args[:1] if not a.startswith("-")])
     try:
         req = parse_request(body, chat, served)
-        seq = _sequence(engine, req)
+        seq = _sequence(engine, req, request.headers.get("X-Request-Id"))
     except RequestError as exc:
         return _json(exc.body(), exc.status)
     engine.inflight += 1
@@ -183,7 +215,7 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
         engine.maybe_log_stats()
 
 
-def _sequence(engine: SimEngine, req: CompletionRequest) -> Sequence:
+def _sequence(engine: SimEngine, req: CompletionRequest, client_id: str | None = None) -> Sequence:
     tokens = tokenize(req.prompt)
     prompt_len = max(1, len(tokens))
     params = req.kv_transfer_params or {}
@@ -206,7 +238,7 @@ def _sequence(engine: SimEngine, req: CompletionRequest) -> Sequence:
             "messages" if req.chat else "prompt",
         )
     return Sequence(
-        request_id=engine.new_request_id("req"),
+        request_id=engine.request_id("chatcmpl" if req.chat else "cmpl", client_id),
         prompt_len=prompt_len,
         hashes=block_hashes(tokens, engine.cfg.block_size),
         output_len=output_len,
@@ -381,7 +413,7 @@ async def info(request: web.Request) -> web.Response:
 
 
 def build_app(resolver: EngineResolver, on_crash: CrashHandler) -> web.Application:
-    app = web.Application(client_max_size=32 * 1024 * 1024)
+    app = web.Application(client_max_size=32 * 1024 * 1024, middlewares=[count_http])
     app[ENGINE_RESOLVER] = resolver
     app[CRASH_HANDLER] = on_crash
     app.router.add_get("/health", health)
@@ -391,9 +423,9 @@ def build_app(resolver: EngineResolver, on_crash: CrashHandler) -> web.Applicati
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
-    app.router.add_get("/kv/links", get_links)
-    app.router.add_post("/kv/links", post_links)
-    app.router.add_delete("/kv/links/{peer}", delete_link)
+    app.router.add_get("/sandbox/kv/links", get_links)
+    app.router.add_post("/sandbox/kv/links", post_links)
+    app.router.add_delete("/sandbox/kv/links/{peer}", delete_link)
     app.router.add_post("/kv/switch_role", switch_role)
     app.router.add_get("/sandbox/faults", get_faults)
     app.router.add_post("/sandbox/faults", post_fault)

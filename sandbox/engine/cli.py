@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.show:
             _, faults = _call("GET", f"{base}/sandbox/faults")
-            _, links = _call("GET", f"{base}/kv/links")
+            _, links = _call("GET", f"{base}/sandbox/kv/links")
             print(json.dumps({"faults": faults.get("faults", []), "kv_links": links}, indent=2))
             return 0
         if args.clear:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,8 @@ from sandbox.engine.startup import startup_lines
 from sandbox.engine.vllm_args import connector_family
 
 LOG_LINES = 300
+C_MGR = "llmdatadist_c_mgr_connector.py:521"
+SGLANG_KV_PORT = 17000  # the decode side's KV receive port SGLang's logs name
 ROLES = ("prefill", "decode")
 
 
@@ -80,6 +83,12 @@ class SimEngine:
     def new_request_id(self, prefix: str) -> str:
         self._next_id += 1
         return f"{prefix}-{self.name}-{self._next_id}"
+
+    def request_id(self, prefix: str, client_id: str | None) -> str:
+        """vLLM's request id: `cmpl-<X-Request-Id or a fresh id>-0` (one prompt per request)."""
+        if client_id:
+            return f"{prefix}-{client_id[:128]}-0"
+        return f"{self.new_request_id(prefix)}-0"
 
     def log(self, message: str, level: str = "INFO", source: str = "api_server.py") -> None:
         stamp = time.strftime("%m-%d %H:%M:%S", time.gmtime())
@@ -175,6 +184,9 @@ class SimEngine:
                 f"link to {peer_name} ({address}) failed: connection refused",
             )
         if fault is not None and fault.kind == "link_down":
+            if self.family == "llm-datadist" and self.vllm:
+                self.log(f"remote cluster id is: {L.cluster_id(peer.name)}", source=C_MGR)
+                self.log("Try pull blocks from remote server", source=C_MGR)
             await asyncio.sleep(self.cfg.kv_timeout_ms / 1000 * self.cfg.time_scale)
             status = L.LLM_WAIT_PROCESS_TIMEOUT if link is not None else L.LLM_LINK_FAILED
             return self._pull_failed(
@@ -187,7 +199,10 @@ class SimEngine:
             )
         if link is None or not link.usable:
             link = self._open_link(peer_name, peer)
-            self.log(f"KV link to {peer_name} ({address}) established", source="kv_connector")
+            self._log_link_built(peer)
+        if self.family == "llm-datadist" and self.vllm:
+            self.log(f"remote cluster id is: {L.cluster_id(peer.name)}", source=C_MGR)
+            self.log("Try pull blocks from remote server", source=C_MGR)
         held = peer.scheduler.release_held(str(params.get("request_id") or ""))
         if held is None:
             self.stats.failed_recvs += 1
@@ -230,8 +245,58 @@ class SimEngine:
                 serve.record_failure(status, error)
         self.stats.failed_transfers += 1
         seq.error = f"{status}: {error}"
-        self.log(f"KV transfer failed: {error} ({status})", "ERROR", "kv_connector")
+        self._log_transfer_failure(seq.request_id, peer, error)
         return False
+
+    @property
+    def vllm(self) -> bool:
+        return self.spec.engine in ("vllm", "vllm-ascend")
+
+    def _log_link_built(self, peer: SimEngine) -> None:
+        """What the connector logs when it connects to a prefill instance (decode side)."""
+        if self.family == "llm-datadist" and self.vllm:
+            name = f"pd_comm_{peer.ip}_{self.ip}"
+            self.log(f"LLMDataDistCMgrConnectorWorker: try link with remote, comm id: {name}", source=C_MGR)
+            cid = L.cluster_id(peer.name)
+            self.log(
+                f"Successfully build link with cluster id {cid} with cluster name {name} !", source=C_MGR
+            )
+
+    def _log_transfer_failure(self, request_id: str, peer: SimEngine | None, error: str) -> None:
+        """The real connectors' failure lines: NIXL and LLM-DataDist on the pulling (decode) side,
+        Mooncake on the sending (prefill) side; only NIXL and Mooncake name the request. SGLang's prefill
+        names the decode pod's address. Engines whose connector lines are not known (MindIE, LMCache,
+        ...) log none: none are invented."""
+        if self.spec.engine == "sglang" and peer is not None and not peer.crashed:
+            room = (
+                zlib.crc32(request_id.encode()) & 0xFFFFFFFF
+            )  # SGLang names a transfer by its bootstrap room
+            peer.log(
+                f"Failed to send kv chunk of {room} to {self.ip}:{SGLANG_KV_PORT}", "ERROR", "conn.py:312"
+            )
+            return
+        if not self.vllm:
+            return
+        if self.family == "nixl":
+            self.log(
+                f"NIXL transfer failed for request {request_id} with state ERR. Marking blocks as invalid.",
+                "ERROR",
+                "nixl_connector.py:1497",
+            )
+        elif self.family == "mooncake":
+            sender = peer if peer is not None and not peer.crashed else self
+            sender.log(
+                f"Failed to transfer KV cache for request {request_id}: {error}",
+                "ERROR",
+                "mooncake_connector.py:412",
+            )
+        elif self.family == "llm-datadist":
+            self.log(
+                "LLMDataDistCMgrConnectorWorker: Timeout during pull_blocks, you can try to increase the "
+                "sync_kv_timeout config or checking your connect status",
+                "ERROR",
+                C_MGR,
+            )
 
     def _open_link(self, peer_name: str, peer: SimEngine) -> L.Link:
         link = self.links.open(peer_name, peer.address, "pull")
@@ -320,10 +385,7 @@ class SimEngine:
                 results.append({"peer": name, "status": L.LLM_EXIST_LINK, "message": "already linked"})
                 continue
             self._open_link(name, peer)
-            self.log(
-                f"link_clusters: linked to {name} ({peer.address}) cluster_id={L.cluster_id(name)}",
-                source="llm_datadist",
-            )
+            self._log_link_built(peer)
             results.append({"peer": name, "status": L.LLM_SUCCESS, "message": "linked"})
         ok = all(r["status"] in (L.LLM_SUCCESS, L.LLM_EXIST_LINK) for r in results)
         return (L.LLM_SUCCESS if ok else L.LLM_LINK_FAILED), results
@@ -359,7 +421,7 @@ class SimEngine:
             return 409, {
                 "ret": L.LLM_EXIST_LINK,
                 "links": peers,
-                "message": f"unlink {', '.join(peers)} first (DELETE /kv/links/<peer>)",
+                "message": f"unlink {', '.join(peers)} first (DELETE /sandbox/kv/links/<peer>)",
             }
         previous = self.role
         self.role = role

@@ -2,10 +2,14 @@
 
 One `Link` per peer on each side (direction `pull` on the decode side, `serve` on the prefill side).
 Status codes are LLM-DataDist's. A link whose transfers time out (a `link_down` fault) shows
-`LLM_WAIT_PROCESS_TIMEOUT` — the link is dead and must be re-established (a `POST /kv/links` to it
+`LLM_WAIT_PROCESS_TIMEOUT` — the link is dead and must be re-established (a `POST /sandbox/kv/links` to it
 again, or the next transfer's handshake once the fault is gone).
 
-`GET /kv/links` answers `table()`:
+This table is the sandbox's own control interface (`/sandbox/kv/links`): real engines serve none, and
+Tandem never reads it; what Tandem sees of a link is what a real engine shows (connector metrics,
+connector log lines, and the answers to Tandem's own probe requests through the pair).
+
+`GET /sandbox/kv/links` answers `table()`:
 {"pod": str, "address": "ip:port", "engine": str, "role": "prefill|decode|both", "kv_connector": str|null,
  "cluster_id": int, "links": [{"peer": pod name, "peer_address": "ip:port", "peer_cluster_id": int,
  "direction": "pull|serve", "status": LLM_* code, "state": "linked|broken|failed", "linked_at": unix s,

@@ -125,6 +125,7 @@ class EngineStats:
     xfer_time: Histogram = field(default_factory=lambda: Histogram(XFER_TIME_BUCKETS))
     xfer_bytes: Histogram = field(default_factory=lambda: Histogram(XFER_BYTES_BUCKETS))
     store_ops: dict[tuple[str, str], Histogram] = field(default_factory=dict)
+    http: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (handler, method, "2xx") -> n
     last_xfer_seconds: float = 0.0
     last_xfer_bytes: int = 0
     _throughput_mark: tuple[float, int] = (0.0, 0)
@@ -134,6 +135,10 @@ class EngineStats:
         if key not in self.store_ops:
             self.store_ops[key] = Histogram(XFER_TIME_BUCKETS)
         self.store_ops[key].observe(seconds)
+
+    def count_http(self, handler: str, method: str, status: int) -> None:
+        key = (handler, method, f"{status // 100}xx")
+        self.http[key] = self.http.get(key, 0) + 1
 
     def observe_transfer(self, seconds: float, num_bytes: int) -> None:
         self.xfer_time.observe(seconds)
@@ -245,6 +250,11 @@ def _render_vllm(model: str, family: str | None, has_store: bool, s: EngineStats
         "vllm:request_decode_time_seconds",
         "Histogram of time spent in DECODE phase for request.",
         [(base, s.decode)],
+    )
+    w.counter(
+        "http_requests",
+        "Total number of requests by method, status and handler.",
+        [({"handler": h, "method": m, "status": st}, n) for (h, m, st), n in sorted(s.http.items())],
     )
     info = {
         **base,

@@ -70,6 +70,7 @@ class PDStack:
     decode: int = 1
     engine: str = "vllm"
     model: str = "sim-model"
+    kv_connector: str | None = "default"  # the engine's default connector (CONNECTOR_FOR), or a name
     env: dict[str, str] = field(default_factory=dict)
     args: tuple[str, ...] = ()
     timeout_seconds: float = 30.0
@@ -89,7 +90,12 @@ class PDStack:
                     name = f"{role}-{g}-{i}"
                     host += 1
                     spec = engine_spec(
-                        role, engine=self.engine, model=self.model, env=self.env, args=self.args
+                        role,
+                        engine=self.engine,
+                        model=self.model,
+                        kv_connector=self.kv_connector,
+                        env=self.env,
+                        args=self.args,
                     )
                     labels = {
                         "modelserving.volcano.sh/role": role,

@@ -83,6 +83,19 @@ class Passthrough(Exception):
         self.retry_after = retry_after
 
 
+def _output_tokens(response: web.StreamResponse) -> int:
+    """Completion tokens of a non-streamed answer (what Kthena's connector parses), else 0."""
+    body = getattr(response, "body", None)
+    if not isinstance(body, bytes):
+        return 0
+    try:
+        usage = json.loads(body).get("usage") or {}
+    except (ValueError, AttributeError):
+        return 0
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    return tokens if isinstance(tokens, int) else 0
+
+
 def _forwarded(request: web.Request) -> dict[str, str]:
     """Headers relayed to the engines: the client's credentials (engines may run with `--api-key`)."""
     auth = request.headers.get("Authorization")
@@ -164,7 +177,8 @@ class RouterFarm:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         router = self._router(request)
-        body = router.stats.render(router.spec.model_name).encode()
+        name = router.key.rsplit("/", 1)[-1]
+        body = router.stats.render(router.spec.model_name, name, name).encode()
         return web.Response(body=body, headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -237,7 +251,6 @@ class RouterFarm:
         last: RouteError | None = None
         for attempt in range(router.spec.retry_attempts + 1):
             if attempt:
-                router.stats.retries[last.error_type if last else "unknown"] += 1
                 await asyncio.sleep(router.spec.retry_interval_seconds)
             ready = [e for e in router.endpoints() if e.ready]
             by_name = {e.pod_name: e for e in ready}
@@ -259,13 +272,35 @@ class RouterFarm:
                     503, "no_endpoints", f"no ready prefill/decode pair serves {router.spec.model_name}"
                 )
                 continue
-            router.stats.affinity["hit" if choice.affinity_hit else "miss"] += 1
+            router.stats.match_ratio.observe(1.0 if choice.affinity_hit else 0.0)
+            if choice.prefill is not None:
+                p, d = by_name[choice.prefill], by_name[choice.decode]
+                router.stats.log(
+                    "I",
+                    "router.go:790",
+                    f"Attempting PD disaggregated request: prefill={p.ip}:{p.port}, decode={d.ip}:{d.port}",
+                )
             try:
-                return await self._attempt(router, request, path, body, hashes, choice, by_name, holder)
+                response = await self._attempt(router, request, path, body, hashes, choice, by_name, holder)
             except RouteError as exc:
                 last = exc
                 if exc.pod:
                     exclude.add(exc.pod)
+                if choice.prefill is not None:
+                    router.stats.log(
+                        "E",
+                        "router.go:812",
+                        f"proxy failed for prefill pod {choice.prefill}, decode pod {choice.decode}: {exc}",
+                    )
+                continue
+            if choice.prefill is not None:
+                router.stats.log(
+                    "I",
+                    "router.go:830",
+                    f"kv connector run successful for prefill pod {choice.prefill}, "
+                    f"decode pod {choice.decode}, output tokens: {_output_tokens(response)}",
+                )
+            return response
         assert last is not None
         raise last
 
@@ -292,9 +327,11 @@ class RouterFarm:
         decode = pods[choice.decode]
         started = time.monotonic()
         router.inflight[decode.pod_name] += 1
+        status = 502
         try:
             url = f"http://{decode.ip}:{decode.port}{path}"
             async with self._session.post(url, json=decode_body, headers=_forwarded(request)) as upstream:
+                status = upstream.status
                 if upstream.status != 200:
                     await self._upstream_error(upstream, "decode_error", decode.pod_name)
                 if body.get("stream"):
@@ -317,7 +354,7 @@ class RouterFarm:
             ) from None
         finally:
             router.inflight[decode.pod_name] -= 1
-            router.stats.decode.observe(time.monotonic() - started)
+            router.stats.phase("decode", path, status, time.monotonic() - started)
 
     async def _prefill(
         self, router: Router, prefill: Endpoint, path: str, body: dict[str, Any], headers: dict[str, str]
@@ -333,10 +370,12 @@ class RouterFarm:
         )
         started = time.monotonic()
         router.inflight[prefill.pod_name] += 1
+        status = 502
         try:
             async with self._session.post(
                 f"http://{prefill.ip}:{prefill.port}{path}", json=request_body, headers=headers
             ) as upstream:
+                status = upstream.status
                 if upstream.status != 200:
                     await self._upstream_error(upstream, "prefill_error", prefill.pod_name)
                 try:
@@ -354,7 +393,7 @@ class RouterFarm:
             ) from None
         finally:
             router.inflight[prefill.pod_name] -= 1
-            router.stats.prefill.observe(time.monotonic() - started)
+            router.stats.phase("prefill", path, status, time.monotonic() - started)
         kv = data.get("kv_transfer_params") if isinstance(data, dict) else None
         if not isinstance(kv, dict):
             raise RouteError(

@@ -24,14 +24,14 @@ async def test_decode_links_to_prefill_and_both_sides_record_it():
     async with PDStack(prefill=2, env=FAST) as stack, aiohttp.ClientSession() as session:
         decode = stack.url("decode-0-0")
         status, answer = await _call(
-            session, "POST", f"{decode}/kv/links", {"peers": ["prefill-0-0", "prefill-0-1"]}
+            session, "POST", f"{decode}/sandbox/kv/links", {"peers": ["prefill-0-0", "prefill-0-1"]}
         )
         assert status == 200
         assert answer["ret"] == "LLM_SUCCESS"
         assert [r["status"] for r in answer["results"]] == ["LLM_SUCCESS", "LLM_SUCCESS"]
-        _, again = await _call(session, "POST", f"{decode}/kv/links", {"peers": ["prefill-0-0"]})
+        _, again = await _call(session, "POST", f"{decode}/sandbox/kv/links", {"peers": ["prefill-0-0"]})
         assert again["results"][0]["status"] == "LLM_EXIST_LINK"
-        _, table = await _call(session, "GET", f"{decode}/kv/links")
+        _, table = await _call(session, "GET", f"{decode}/sandbox/kv/links")
         assert table["role"] == "decode"
         assert {
             (link["peer"], link["direction"], link["status"], link["state"]) for link in table["links"]
@@ -39,22 +39,24 @@ async def test_decode_links_to_prefill_and_both_sides_record_it():
             ("prefill-0-0", "pull", "LLM_SUCCESS", "linked"),
             ("prefill-0-1", "pull", "LLM_SUCCESS", "linked"),
         }
-        _, served = await _call(session, "GET", f"{stack.url('prefill-0-0')}/kv/links")
+        _, served = await _call(session, "GET", f"{stack.url('prefill-0-0')}/sandbox/kv/links")
         assert [(link["peer"], link["direction"]) for link in served["links"]] == [("decode-0-0", "serve")]
 
 
 async def test_only_the_decode_side_opens_links_and_unknown_peers_fail():
     async with PDStack(env=FAST) as stack, aiohttp.ClientSession() as session:
         status, answer = await _call(
-            session, "POST", f"{stack.url('prefill-0-0')}/kv/links", {"peers": ["decode-0-0"]}
+            session, "POST", f"{stack.url('prefill-0-0')}/sandbox/kv/links", {"peers": ["decode-0-0"]}
         )
         assert (status, answer["ret"]) == (409, "LLM_FEATURE_NOT_ENABLED")
         _, answer = await _call(
-            session, "POST", f"{stack.url('decode-0-0')}/kv/links", {"peers": ["prefill-9-9"]}
+            session, "POST", f"{stack.url('decode-0-0')}/sandbox/kv/links", {"peers": ["prefill-9-9"]}
         )
         assert answer["ret"] == "LLM_LINK_FAILED"
         assert answer["results"][0]["status"] == "LLM_LINK_FAILED"
-        status, answer = await _call(session, "POST", f"{stack.url('decode-0-0')}/kv/links", {"peers": []})
+        status, answer = await _call(
+            session, "POST", f"{stack.url('decode-0-0')}/sandbox/kv/links", {"peers": []}
+        )
         assert status == 400
         assert answer["error"]["field"] == "peers"
 
@@ -62,31 +64,31 @@ async def test_only_the_decode_side_opens_links_and_unknown_peers_fail():
 async def test_unlink_and_unlinking_twice_says_not_yet_linked():
     async with PDStack(env=FAST) as stack, aiohttp.ClientSession() as session:
         decode = stack.url("decode-0-0")
-        await _call(session, "POST", f"{decode}/kv/links", {"peers": ["prefill-0-0"]})
-        status, answer = await _call(session, "DELETE", f"{decode}/kv/links/prefill-0-0")
+        await _call(session, "POST", f"{decode}/sandbox/kv/links", {"peers": ["prefill-0-0"]})
+        status, answer = await _call(session, "DELETE", f"{decode}/sandbox/kv/links/prefill-0-0")
         assert (status, answer["ret"]) == (200, "LLM_SUCCESS")
-        status, answer = await _call(session, "DELETE", f"{decode}/kv/links/prefill-0-0")
+        status, answer = await _call(session, "DELETE", f"{decode}/sandbox/kv/links/prefill-0-0")
         assert (status, answer["ret"]) == (404, "LLM_NOT_YET_LINK")
-        _, served = await _call(session, "GET", f"{stack.url('prefill-0-0')}/kv/links")
+        _, served = await _call(session, "GET", f"{stack.url('prefill-0-0')}/sandbox/kv/links")
         assert served["links"] == []
 
 
 async def test_switch_role_is_refused_with_exist_link_then_succeeds_after_unlinking():
     async with PDStack(engine="sglang", env=FAST) as stack, aiohttp.ClientSession() as session:
         decode, prefill = stack.url("decode-0-0"), stack.url("prefill-0-0")
-        await _call(session, "POST", f"{decode}/kv/links", {"peers": ["prefill-0-0"]})
+        await _call(session, "POST", f"{decode}/sandbox/kv/links", {"peers": ["prefill-0-0"]})
         status, answer = await _call(session, "POST", f"{prefill}/kv/switch_role", {"role": "decode"})
         assert (status, answer["ret"], answer["links"]) == (409, "LLM_EXIST_LINK", ["decode-0-0"])
         status, answer = await _call(session, "POST", f"{decode}/kv/switch_role", {"role": "prefill"})
         assert (status, answer["ret"]) == (409, "LLM_EXIST_LINK")
-        await _call(session, "DELETE", f"{decode}/kv/links/prefill-0-0")
+        await _call(session, "DELETE", f"{decode}/sandbox/kv/links/prefill-0-0")
         status, answer = await _call(session, "POST", f"{prefill}/kv/switch_role", {"role": "decode"})
         assert (status, answer) == (200, {"ret": "LLM_SUCCESS", "role": "decode", "previous_role": "prefill"})
         assert stack.farm.role("sim/prefill-0-0") == "decode"
         async with session.get(f"{prefill}/metrics") as response:
             families = {f.name: f for f in text_string_to_metric_families(await response.text())}
         assert {s.labels["engine_type"] for s in families["sglang:num_running_reqs"].samples} == {"decode"}
-        _, table = await _call(session, "GET", f"{prefill}/kv/links")
+        _, table = await _call(session, "GET", f"{prefill}/sandbox/kv/links")
         assert table["role"] == "decode"
         status, answer = await _call(session, "POST", f"{prefill}/kv/switch_role", {"role": "router"})
         assert status == 400
@@ -96,22 +98,22 @@ async def test_switch_role_is_refused_with_exist_link_then_succeeds_after_unlink
 async def test_link_down_shows_on_the_link_table_without_traffic_and_recovers_after_relinking():
     async with PDStack(env=FAST) as stack, aiohttp.ClientSession() as session:
         decode, prefill = stack.url("decode-0-0"), stack.url("prefill-0-0")
-        await _call(session, "POST", f"{decode}/kv/links", {"peers": ["prefill-0-0"]})
+        await _call(session, "POST", f"{decode}/sandbox/kv/links", {"peers": ["prefill-0-0"]})
         status, _ = await _call(
             session, "POST", f"{prefill}/sandbox/faults", {"kind": "link_down", "peer": "decode-0-0"}
         )
         assert status == 201
-        _, table = await _call(session, "GET", f"{decode}/kv/links")
+        _, table = await _call(session, "GET", f"{decode}/sandbox/kv/links")
         assert table["links"][0]["status"] == "LLM_WAIT_PROCESS_TIMEOUT"
         assert table["links"][0]["state"] == "broken"
         _, answer = await _call(
-            session, "POST", f"{decode}/kv/links", {"peers": ["prefill-0-0"], "timeout_ms": 100}
+            session, "POST", f"{decode}/sandbox/kv/links", {"peers": ["prefill-0-0"], "timeout_ms": 100}
         )
         assert answer["results"][0]["status"] == "LLM_LINK_FAILED"
         await _call(session, "DELETE", f"{prefill}/sandbox/faults")
-        _, answer = await _call(session, "POST", f"{decode}/kv/links", {"peers": ["prefill-0-0"]})
+        _, answer = await _call(session, "POST", f"{decode}/sandbox/kv/links", {"peers": ["prefill-0-0"]})
         assert answer["results"][0]["status"] == "LLM_SUCCESS"
-        _, table = await _call(session, "GET", f"{decode}/kv/links")
+        _, table = await _call(session, "GET", f"{decode}/sandbox/kv/links")
         assert table["links"][0]["status"] == "LLM_SUCCESS"
 
 
@@ -128,7 +130,7 @@ async def test_pulling_kv_the_prefill_no_longer_holds_is_kv_cache_not_exist():
         assert status == 200
         status, _ = await _call(session, "POST", f"{decode}/v1/completions", decode_body)
         assert status == 200  # recomputed
-        _, table = await _call(session, "GET", f"{decode}/kv/links")
+        _, table = await _call(session, "GET", f"{decode}/sandbox/kv/links")
         [link] = table["links"]
         assert (link["transfers"], link["failures"], link["status"]) == (1, 1, "LLM_KV_CACHE_NOT_EXIST")
         assert link["bytes"] > 0
@@ -142,13 +144,13 @@ async def test_a_slow_link_stretches_transfers_but_keeps_the_link_up():
         body = {"model": "sim-model", "prompt": "slow link " * 50, "max_tokens": 2}
         async with session.post(f"{stack.router_url}/v1/completions", json=body) as response:
             assert response.status == 200
-        _, table = await _call(session, "GET", f"{decode}/kv/links")
+        _, table = await _call(session, "GET", f"{decode}/sandbox/kv/links")
         fast = table["links"][0]["xfer_seconds_max"]
         fault = {"kind": "link_slow", "peer": "prefill-0-0", "factor": 4, "delay_ms": 100}
         await _call(session, "POST", f"{decode}/sandbox/faults", fault)
         async with session.post(f"{stack.router_url}/v1/completions", json=body) as response:
             assert response.status == 200
-        _, table = await _call(session, "GET", f"{decode}/kv/links")
+        _, table = await _call(session, "GET", f"{decode}/sandbox/kv/links")
         [link] = table["links"]
         assert link["status"] == "LLM_SUCCESS"
         assert (link["transfers"], link["failures"]) == (2, 0)
@@ -166,10 +168,10 @@ async def test_concurrent_pulls_queue_on_one_link():
                 assert response.status == 200
 
         await one()
-        _, table = await _call(session, "GET", f"{stack.url('decode-0-0')}/kv/links")
+        _, table = await _call(session, "GET", f"{stack.url('decode-0-0')}/sandbox/kv/links")
         single = table["links"][0]["xfer_seconds_max"]
         await asyncio.gather(*(one() for _ in range(8)))
-        _, table = await _call(session, "GET", f"{stack.url('decode-0-0')}/kv/links")
+        _, table = await _call(session, "GET", f"{stack.url('decode-0-0')}/sandbox/kv/links")
         [link] = table["links"]
         assert link["transfers"] == 9
         assert link["xfer_seconds_max"] > 3 * single
@@ -198,7 +200,7 @@ async def test_mindie_fails_requests_over_a_dead_link_instead_of_recomputing():
         async with session.post(f"{stack.router_url}/v1/completions", json=body) as response:
             assert response.status == 502
             assert (await response.json())["error"]["type"] == "decode_error"
-        _, table = await _call(session, "GET", f"{decode}/kv/links")
+        _, table = await _call(session, "GET", f"{decode}/sandbox/kv/links")
         assert table["kv_connector"] == "llm-datadist"
         assert table["links"][0]["status"] == "LLM_LINK_FAILED"
         assert table["links"][0]["failures"] == 1
@@ -230,7 +232,9 @@ async def test_linking_to_a_prefill_that_is_still_loading_times_out():
         assert not farm.is_healthy("ns/prefill-0")
         ip, port = farm.address("ns/decode-0")
         async with aiohttp.ClientSession() as session:
-            _, answer = await _call(session, "POST", f"http://{ip}:{port}/kv/links", {"peers": ["prefill-0"]})
+            _, answer = await _call(
+                session, "POST", f"http://{ip}:{port}/sandbox/kv/links", {"peers": ["prefill-0"]}
+            )
         assert answer["ret"] == "LLM_LINK_FAILED"
         assert answer["results"][0]["status"] == "LLM_WAIT_PROCESS_TIMEOUT"
         assert "not initialised yet" in answer["results"][0]["message"]

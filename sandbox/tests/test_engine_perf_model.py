@@ -152,7 +152,7 @@ async def test_a_link_fault_raises_failed_transfers_while_both_pods_stay_healthy
             for url in (decode, prefill):
                 async with session.get(f"{url}/health") as response:
                     assert response.status == 200
-            async with session.get(f"{decode}/kv/links") as response:
+            async with session.get(f"{decode}/sandbox/kv/links") as response:
                 table = await response.json()
         assert stack.farm.is_healthy("sim/decode-0-0") and stack.farm.is_healthy("sim/prefill-0-0")
         failed = "vllm:nixl_num_failed_transfers_total"

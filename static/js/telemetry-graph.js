@@ -1,5 +1,6 @@
 // Tandem P/D graph: prefill pods on the left, decode pods on the right, KV links as edges coloured
-// by state (up green, degraded amber, down red) and labelled with the transfer p95.
+// by state (up green, degraded amber, down red, unknown grey) and labelled with the link's transfer p95;
+// below it, a table of the links with where each state comes from and how fresh it is.
 (function () {
   "use strict";
   const SVG = "http://www.w3.org/2000/svg";
@@ -31,11 +32,70 @@
     return "Ready · " + fmt.count(pod.running) + " running · " + fmt.count(pod.waiting) + " waiting";
   }
 
+  // The label is the link's own KV transfer time: the exact mean of this interval's transfers (Δsum /
+  // Δcount of the decode pod's connector histogram; "pod" when its links share it, as no connector
+  // labels transfers by peer). A p95 interpolated inside a wide bucket reads the same for any series
+  // whose values share that bucket (it once matched the decode ITL p95 to the digit), so it is shown
+  // in the table, not as the label. Without transfer metrics: the probe's answer time.
   function linkLabel(link) {
-    const fmt = window.Tandem.telemetry.fmt;
+    const fmt = window.Tandem.telemetry.fmt, isNum = window.Tandem.telemetry.isNum;
     if (link.state === "down") { return "down" + (link.status_code ? " · " + link.status_code : ""); }
-    const p95 = window.Tandem.telemetry.isNum(link.xfer_p95_ms) ? "p95 " + fmt.ms(link.xfer_p95_ms) : "no transfers";
-    return link.state === "degraded" ? "slow · " + p95 : p95;
+    if (link.state === "unknown") { return "unknown"; }
+    let text = "no transfers";
+    const xfer = isNum(link.xfer_mean_ms) ? link.xfer_mean_ms : link.xfer_p95_ms;
+    if (isNum(xfer)) { text = "xfer " + fmt.ms(xfer) + (link.shared ? " (pod)" : ""); }
+    else if (isNum(link.probe_ms)) { text = "probe " + fmt.ms(link.probe_ms); }
+    return link.state === "degraded" ? "degraded · " + text : text;
+  }
+
+  function age(seconds) {
+    if (!window.Tandem.telemetry.isNum(seconds)) { return "—"; }
+    return seconds < 1 ? "now" : seconds < 90 ? Math.round(seconds) + " s ago" : Math.round(seconds / 60) + " min ago";
+  }
+
+  const SOURCE_NAMES = { probe: "probe", metrics: "connector metrics", log: "engine log" };
+
+  // One row per link: its state, figures, where each part of it comes from and how fresh, and what
+  // its engine cannot show.
+  function renderLinks(container, snapshot) {
+    if (!container) { return; }
+    const el = window.Tandem.telemetry.el, fmt = window.Tandem.telemetry.fmt;
+    const links = snapshot.links || [];
+    const body = el("tbody", {});
+    links.forEach(function (link) {
+      const row = el("tr", { "data-link-row": link.prefill + "->" + link.decode, "data-state": link.state });
+      row.appendChild(el("td", {}, shortName(link.prefill) + " → " + shortName(link.decode)));
+      row.appendChild(el("td", { class: "state-" + link.state }, link.state));
+      row.appendChild(el("td", { "data-xfer": "" }, "mean " + fmt.ms(link.xfer_mean_ms) + " · p95 " +
+        fmt.ms(link.xfer_p95_ms) + (link.shared ? " (decode pod)" : "")));
+      row.appendChild(el("td", {}, fmt.ms(link.probe_ms)));
+      const sources = el("td", { class: "link-sources" });
+      (link.sources || []).forEach(function (src) {
+        const when = window.Tandem.telemetry.isNum(src.ts) ? snapshot.ts - src.ts : null;
+        sources.appendChild(el("div", { "data-source": src.kind, title: src.detail },
+          SOURCE_NAMES[src.kind] + " · " + age(when) + ": " + src.detail));
+      });
+      if (!(link.sources || []).length) { sources.appendChild(el("div", { class: "muted" }, "no source reported in this interval")); }
+      row.appendChild(sources);
+      const blind = el("td", { class: "muted link-blind" });
+      if (link.reason && link.state !== "up") { blind.appendChild(el("div", { class: "link-reason" }, link.reason)); }
+      (link.blind || []).forEach(function (text) { blind.appendChild(el("div", { "data-blind": "" }, text)); });
+      row.appendChild(blind);
+      body.appendChild(row);
+    });
+    const table = el("table", { class: "links-table" });
+    const head = el("tr", {});
+    ["Link", "State", "KV transfer", "Probe", "From (freshness)", "Why · what Tandem cannot see"].forEach(function (h) {
+      head.appendChild(el("th", {}, h));
+    });
+    const thead = el("thead", {});
+    thead.appendChild(head);
+    table.appendChild(thead);
+    table.appendChild(body);
+    container.replaceChildren(table);
+    if (!links.length) {
+      container.replaceChildren(el("p", { class: "muted" }, "No prefill → decode links: the topology has no KV connector or no pods yet."));
+    }
   }
 
   function node(pod, x, y) {
@@ -84,8 +144,9 @@
         class: "pd-edge edge-" + link.state, x1: x1, y1: y1, x2: x2, y2: y2,
         "data-link": link.prefill + "->" + link.decode, "data-state": link.state,
       });
+      const from = (link.sources || []).map(function (src) { return src.kind; }).join(", ") || "no source";
       line.appendChild(svg("title", {}, link.prefill + " → " + link.decode + ": " + link.state +
-        (link.reason ? " — " + link.reason : "")));
+        (link.reason ? " — " + link.reason : "") + " (from: " + from + ")"));
       edges.appendChild(line);
       // Spread labels along their edges so crossing links don't stack their labels.
       const t = links.length > 1 ? 0.3 + 0.4 * ((i * 0.618) % 1) : 0.5;
@@ -107,5 +168,5 @@
     }
   }
 
-  window.Tandem = Object.assign(window.Tandem || {}, { pdGraph: { render: render } });
+  window.Tandem = Object.assign(window.Tandem || {}, { pdGraph: { render: render, renderLinks: renderLinks } });
 })();

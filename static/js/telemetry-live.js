@@ -29,8 +29,12 @@
     let summary = "";
     if (T.isNum(totals.pods)) {
       summary = totals.ready + " of " + totals.pods + " pods Ready";
-      const links = (totals.links_up || 0) + (totals.links_degraded || 0) + (totals.links_down || 0);
-      if (links) { summary += " · KV links: " + totals.links_up + " up, " + totals.links_degraded + " degraded, " + totals.links_down + " down"; }
+      const unknown = totals.links_unknown || 0;
+      const links = (totals.links_up || 0) + (totals.links_degraded || 0) + (totals.links_down || 0) + unknown;
+      if (links) {
+        summary += " · KV links: " + totals.links_up + " up, " + totals.links_degraded + " degraded, " + totals.links_down + " down" +
+          (unknown ? ", " + unknown + " unknown" : "");
+      }
     }
     q("[data-health-title]").textContent = HEADLINES[health.state] || health.state;
     q("[data-health-summary]").textContent = summary;
@@ -148,6 +152,7 @@
     renderHealth(snapshot);
     renderKpis(snapshot);
     window.Tandem.pdGraph.render(q("[data-graph]"), snapshot);
+    window.Tandem.pdGraph.renderLinks(q("[data-links]"), snapshot);
     renderTable(snapshot);
     renderEvents();
     if (charts) { charts.update(windowSeconds); }

@@ -111,6 +111,17 @@ class HistorySerializer(serializers.Serializer):
     events = EventSerializer(many=True, help_text="Deploys, role changes and SLO alerts in the window.")
 
 
+LINKS_HELP = " ".join(
+    [
+        "Per KV link (every prefill → decode pair): prefill, decode, state up|degraded|down|unknown,",
+        "status_code, xfer_p50_ms, xfer_p95_ms (the decode pod's connector transfer time; shared=true",
+        "when its links share it), bytes_per_s, transfers, failed, probe_ms (Tandem's probe through the",
+        "pair), reason, sources [{kind: probe|metrics|log, detail, ts}], observed_at (freshness),",
+        "blind [what the engine cannot show]. See docs/kv-links.md.",
+    ]
+)
+
+
 class SnapshotSerializer(serializers.Serializer):
     """The TopologySnapshot of telemetry.snapshot (units documented there)."""
 
@@ -126,8 +137,7 @@ class SnapshotSerializer(serializers.Serializer):
     pods = serializers.ListField(child=serializers.DictField(), help_text="One entry per pod.")
     links = serializers.ListField(
         child=serializers.DictField(),
-        help_text="Per KV link: prefill, decode, state up|degraded|down, status_code, xfer_p50_ms, "
-        "xfer_p95_ms, bytes_per_s, transfers, failed, reason.",
+        help_text=LINKS_HELP,
     )
     events = EventSerializer(many=True)
 

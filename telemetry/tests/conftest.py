@@ -38,9 +38,12 @@ def topology(db, cluster, admin_user):
 
 @pytest.fixture
 def build():
-    """build(ts, ttft=[...cumulative buckets...], link_status=...) -> (snapshot, state, actions)."""
-    from telemetry.assemble import PodResult, PodTarget, build_snapshot, empty_state
-    from telemetry.links import normalize_table
+    """build(ts, ttft=[...cumulative buckets...], link_status=...) -> (snapshot, state, actions).
+
+    ``link_status`` "LLM_SUCCESS": Tandem's probe through prefill-0 → decode-0 answered; anything else:
+    the probe's decode step never answered (a dead link)."""
+    from telemetry.assemble import LinkInputs, PodResult, PodTarget, build_snapshot, empty_state
+    from telemetry.links import engine_view
     from telemetry.parse import parse_metrics
     from telemetry.tests.exposition import vllm_text
 
@@ -51,14 +54,9 @@ def build():
     ):
         raw_p = parse_metrics(vllm_text(queries=queries, hits=hits), ts=ts)
         raw_d = parse_metrics(vllm_text(ttft=ttft), ts=ts)
-        table = normalize_table(
-            {
-                "links": [
-                    {"peer": "prefill-0", "status": link_status, "transfers": 5, "failures": 0, "bytes": 9}
-                ]
-            },
-            {},
-        )
+        ok = link_status == "LLM_SUCCESS"
+        probe = probe_result("prefill-0", "decode-0", ts=ts, ok=ok, error=None if ok else "no answer")
+        inputs = LinkInputs(view=engine_view("vllm-ascend", "mooncake"), probes=[probe])
         results = [
             PodResult(
                 target=PodTarget("prefill-0", "prefill", "127.0.0.10", 8000, True, "Running"), raw=raw_p
@@ -66,7 +64,6 @@ def build():
             PodResult(
                 target=PodTarget("decode-0", "decode", "127.0.0.11", 8000, True, "Running"),
                 raw=raw_d,
-                links=table,
             ),
         ]
         snapshot, new_state, actions = build_snapshot(
@@ -81,8 +78,26 @@ def build():
             alert_intervals=3,
             link_slow_ms=250.0,
             events=[],
+            link_inputs=inputs,
         )
         state["value"] = new_state
         return snapshot, new_state, actions
 
     return make
+
+
+def probe_result(prefill, decode, *, ts, ok=True, status=None, error=None, ms=12.0, request_id=None):
+    """A ProbeResult as ``telemetry.probe.probe_pair`` returns it."""
+    from telemetry.probe import ProbeResult
+
+    return ProbeResult(
+        prefill=prefill,
+        decode=decode,
+        ok=ok,
+        stage=None if ok else "decode",
+        status=200 if ok else status,
+        error=error,
+        ms=ms if ok else None,
+        request_id=request_id or f"tandem-probe-{prefill}-{decode}-{ts}",
+        ts=ts,
+    )

@@ -77,18 +77,33 @@ def pod(
     )
 
 
-def link(prefill: str, decode: str, state: str, p95: float | None = 12.0) -> LinkSample:
+def link(
+    prefill: str, decode: str, state: str, p95: float | None = 12.0, mean: float | None = 6.0
+) -> LinkSample:
     return LinkSample(
         prefill=prefill,
         decode=decode,
         state=state,
-        status_code="LLM_SUCCESS",
+        status_code=None,
         xfer_p50_ms=5.0,
         xfer_p95_ms=p95,
+        xfer_mean_ms=mean,
         bytes_per_s=1e6,
         transfers=4,
         failed=0,
         reason=None,
+        probe_ms=20.0,
+        shared=True,
+        sources=[
+            {"kind": "probe", "detail": "probe through the pair answered in 20 ms", "ts": time.time() - 3},
+            {
+                "kind": "metrics",
+                "detail": f"vllm:nixl_* on {decode}: 4 transfers, 0 failed",
+                "ts": time.time(),
+            },
+        ],
+        observed_at=time.time(),
+        blind=["connector metrics carry no peer label: transfer figures are the decode pod's"],
     )
 
 
@@ -103,7 +118,10 @@ def snapshot_of(
         pod("decode-0", "decode", waiting=7, hit_rate=None),
         pod("decode-1", "decode", ready=False, waiting=1),
     ]
-    snap["links"] = [link("prefill-0", "decode-0", "up"), link("prefill-0", "decode-1", "degraded", 480.0)]
+    snap["links"] = [
+        link("prefill-0", "decode-0", "up"),
+        link("prefill-0", "decode-1", "degraded", 480.0, 300.0),
+    ]
     return snap
 
 
@@ -203,7 +221,14 @@ def test_topology_panel_sorts_pods_colours_links_and_marks_deployments(
         assert "prefill-0 → decode-1 is slow" in page.inner_text("#telemetry-live [data-health]")
         degraded = '#telemetry-live line[data-link="prefill-0->decode-1"]'
         assert page.eval_on_selector(degraded, "el => getComputedStyle(el).stroke") == "rgb(178, 106, 0)"
-        assert "slow · p95 480 ms" in page.text_content('[data-link-label="prefill-0->decode-1"]')
+        # the label is the link's own mean transfer time; the links table has p95 and the sources
+        assert "degraded · xfer 300 ms (pod)" in page.text_content('[data-link-label="prefill-0->decode-1"]')
+        row = '#telemetry-live [data-links] tr[data-link-row="prefill-0->decode-1"]'
+        assert "p95 480 ms" in page.inner_text(f"{row} [data-xfer]")
+        sources = page.inner_text(f"{row} .link-sources")
+        assert "probe · 3 s ago: probe through the pair answered in 20 ms" in sources, sources
+        assert "connector metrics · " in sources
+        assert "no peer label" in page.inner_text(f"{row} .link-blind")
         assert page.get_attribute('.pd-node[data-pod="decode-1"]', "data-state") == "not-ready"
 
         order = "() => [...document.querySelectorAll('[data-pods] tbody tr')].map(r => r.dataset.pod)"

@@ -1,13 +1,16 @@
 """The live dashboard in a real Chromium: a sandbox topology under a shared-prefix load shows a rising
-hit rate; a KV link fault turns that edge red and the health banner explains it while both pods stay
-Ready; when data stops the page says it is stale. Collection is driven from the test at the configured
-interval (the same service the Celery task calls); uvicorn serves the pages and websockets."""
+hit rate; a KV link fault turns that edge red and the health banner explains it (from the connector's
+log line about Tandem's probe through the pair) while both pods stay Ready, and the links table says
+where each link's state comes from and how fresh it is; when data stops the page says it is stale.
+Collection is driven from the test at the configured interval (the same service the Celery task
+calls); uvicorn serves the pages and websockets."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -109,8 +112,6 @@ def test_live_page_shows_rising_hit_rate_then_a_red_link_explained_and_stale_whe
     topology, conn, namespace = deployed
     pods = pods_by_role(conn, topology)
     prefill, decode = pods["prefill"][0], pods["decode"][0]
-    linked = requests.post(f"{pod_url(decode)}/kv/links", json={"peers": [prefill.name]}, timeout=5)
-    assert linked.status_code == 200, linked.text
     url = router_url(sandbox_cluster, namespace)
     interval = float(settings.TELEMETRY_INTERVAL_SECONDS)
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -171,7 +172,15 @@ def test_live_page_shows_rising_hit_rate_then_a_red_link_explained_and_stale_whe
             stroke = page.eval_on_selector(edge, "el => getComputedStyle(el).stroke")
             assert stroke == "rgb(198, 40, 40)", stroke
             banner = page.inner_text("#telemetry-live [data-health]")
-            assert f"{decode.name} cannot pull KV from {prefill.name}: LLM_WAIT_PROCESS_TIMEOUT" in banner
+            assert f"KV transfer from {prefill.name} to {decode.name} failed" in banner
+            assert "Failed to transfer KV cache for request cmpl-tandem-probe-" in banner  # the engine's line
+            # the links table says where the state comes from and how fresh it is
+            link_row = f'#telemetry-live [data-links] tr[data-link-row="{prefill.name}->{decode.name}"]'
+            assert page.get_attribute(link_row, "data-state") == "down"
+            sources = page.inner_text(f"{link_row} .link-sources")
+            assert "engine log" in sources and "probe" in sources, sources
+            assert re.search(r"(engine log|probe) · (now|\d+ s ago): ", sources), sources  # freshness
+            assert page.locator(f"{link_row} [data-blind]").count() >= 1
             assert page.get_attribute("#telemetry-live [data-health]", "data-state") in ("degraded", "down")
             for pod in (prefill.name, decode.name):
                 assert (
@@ -192,9 +201,7 @@ def test_live_page_shows_rising_hit_rate_then_a_red_link_explained_and_stale_whe
                 f'#overview-table tr[data-topology-id="{topology.pk}"] [data-cell="reason"]'
             )
             assert "KV" in reason.inner_text()
-            assert f"{decode.name} cannot pull KV from {prefill.name}" in (
-                reason.get_attribute("title") or ""
-            )
+            assert f"from {prefill.name} to {decode.name} failed" in (reason.get_attribute("title") or "")
             page.screenshot(path=str(SHOTS / "telemetry-overview.png"), full_page=True)
 
             # Data stops: the panel turns grey and says for how long nothing arrived.

@@ -1,10 +1,18 @@
 from __future__ import annotations
 
-from telemetry.assemble import PodResult, PodTarget, backoff_after_failure, build_snapshot, empty_state
+from telemetry.assemble import (
+    LinkInputs,
+    PodResult,
+    PodTarget,
+    backoff_after_failure,
+    build_snapshot,
+    empty_state,
+)
 from telemetry.health import evaluate_slo, slo_step
-from telemetry.links import normalize_table
+from telemetry.links import engine_view
 from telemetry.parse import parse_metrics
-from telemetry.tests.exposition import vllm_text
+from telemetry.tests.conftest import probe_result
+from telemetry.tests.exposition import mindie_text, vllm_text
 
 
 def run(states, n=3, alert_open=False):
@@ -63,10 +71,9 @@ def pod(name, role, ready=True, ip="127.0.0.10"):
     return PodTarget(name=name, role=role, ip=ip, port=8000, ready=ready, phase="Running")
 
 
-def link_table(status):
-    return normalize_table(
-        {"links": [{"peer": "prefill-0", "status": status, "transfers": 5, "failures": 0, "bytes": 100}]}, {}
-    )
+def probes(decode, ok):
+    probe = probe_result("prefill-0", decode, ts=102.0, ok=ok, error=None if ok else "no answer within 1.6 s")
+    return LinkInputs(view=engine_view("vllm", "nixl"), probes=[probe])
 
 
 def snapshot(results, state=None, **kw):
@@ -82,6 +89,7 @@ def snapshot(results, state=None, **kw):
         alert_intervals=3,
         link_slow_ms=250.0,
         events=[],
+        link_inputs=kw.get("links"),
     )
 
 
@@ -89,14 +97,14 @@ def test_health_explains_a_broken_link_while_both_pods_are_ready():
     raw = parse_metrics(vllm_text(), ts=102.0)
     results = [
         PodResult(target=pod("prefill-0", "prefill"), raw=raw),
-        PodResult(target=pod("decode-2", "decode"), raw=raw, links=link_table("LLM_WAIT_PROCESS_TIMEOUT")),
+        PodResult(target=pod("decode-2", "decode", ip="127.0.0.12"), raw=raw),
     ]
-    snap, _, _ = snapshot(results)
+    snap, _, _ = snapshot(results, links=probes("decode-2", ok=False))
     assert all(p["ready"] for p in snap["pods"])
     assert snap["links"][0]["state"] == "down"
     assert snap["health"]["state"] == "down"  # the only link is down: no KV moves
     assert (
-        "decode-2 cannot pull KV from prefill-0: LLM_WAIT_PROCESS_TIMEOUT; the link must be re-established"
+        "Tandem's probe from prefill-0 to decode-2 failed: no answer within 1.6 s"
         in snap["health"]["reasons"]
     )
     assert snap["totals"]["links_down"] == 1
@@ -138,9 +146,9 @@ def test_no_pods_is_unknown_and_healthy_when_all_is_well():
     raw = parse_metrics(vllm_text(), ts=102.0)
     results = [
         PodResult(target=pod("prefill-0", "prefill"), raw=raw),
-        PodResult(target=pod("decode-0", "decode"), raw=raw, links=link_table("LLM_SUCCESS")),
+        PodResult(target=pod("decode-0", "decode", ip="127.0.0.11"), raw=raw),
     ]
-    snap, _, _ = snapshot(results)
+    snap, _, _ = snapshot(results, links=probes("decode-0", ok=True))
     assert snap["health"] == {"state": "healthy", "reasons": []}
     assert set(snap["roles"]) == {"prefill", "decode"}
 
@@ -173,3 +181,18 @@ def test_slo_violation_streak_survives_between_collections_and_raises_once():
         actions.append(action)
         assert snap["slo"]["state"] == "violated"
     assert [a.get("ttft") for a in actions] == [None, None, "raise", None]
+
+
+def test_an_engine_that_exposes_nothing_about_links_shows_them_unknown_with_what_it_cannot_see():
+    raw = parse_metrics(mindie_text(), ts=102.0)
+    results = [
+        PodResult(target=pod("prefill-0", "prefill"), raw=raw),
+        PodResult(target=pod("decode-0", "decode", ip="127.0.0.11"), raw=raw),
+    ]
+    links = LinkInputs(view=engine_view("mindie", "llm-datadist"))
+    snap, _, _ = snapshot(results, links=links)
+    [link] = snap["links"]
+    assert (link["prefill"], link["decode"], link["state"]) == ("prefill-0", "decode-0", "unknown")
+    assert snap["totals"]["links_unknown"] == 1 and snap["totals"]["links_down"] == 0
+    assert any("mindie exports no KV-transfer metrics" in text for text in link["blind"])
+    assert snap["health"]["state"] == "healthy"  # nothing seen wrong; the page says what it cannot see

@@ -85,7 +85,8 @@ def test_a_hung_engine_costs_one_scrape_deadline_and_the_others_still_arrive():
 
 
 def test_the_scrape_deadline_is_a_setting(settings):
-    from telemetry import services
+    from clusters.metrics import MetricsSettings
+    from telemetry.collect import collect_results
 
     settings.TELEMETRY_SCRAPE_TIMEOUT_SECONDS = 0.3
     hung, port = _silent_server()
@@ -94,9 +95,18 @@ def test_the_scrape_deadline_is_a_setting(settings):
 
         class _Topology:
             kv_connector = "none"
+            namespace = "default"
 
         started = time.monotonic()
-        (result,) = services._collect_results(_Topology(), [target], {}, time.time(), interval=10.0)  # type: ignore[arg-type]
+        (result,), _ = collect_results(
+            settings=MetricsSettings(source="direct"),
+            conn=None,  # type: ignore[arg-type]
+            topology=_Topology(),  # type: ignore[arg-type]
+            targets=[target],
+            state={"backoff": {}},
+            now=time.time(),
+            interval=10.0,
+        )
         took = time.monotonic() - started
     finally:
         hung.close()

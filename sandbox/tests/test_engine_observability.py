@@ -1,0 +1,123 @@
+"""What the engines show about KV transfers and errors is what real engines show: connector log lines
+in their real formats (naming vLLM's request id from X-Request-Id), connector metric families, HTTP
+status counters; the link table is only on the sandbox's control path."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sandbox.engine.testing import PDStack
+
+FAST = {"SANDBOX_TIME_SCALE": "0.05"}
+
+
+async def _metrics(session: aiohttp.ClientSession, url: str) -> dict[tuple[str, tuple], float]:
+    async with session.get(f"{url}/metrics") as response:
+        text = await response.text()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+async def _through_pair(session: aiohttp.ClientSession, prefill: str, decode: str, request_id: str) -> int:
+    """vLLM's P/D protocol by hand: prefill with do_remote_decode, then decode with its kv params."""
+    body = {"model": "sim-model", "prompt": "hello " * 40, "max_tokens": 1}
+    headers = {"X-Request-Id": request_id}
+    first = {**body, "kv_transfer_params": {"do_remote_decode": True}}
+    async with session.post(f"{prefill}/v1/completions", json=first, headers=headers) as response:
+        assert response.status == 200
+        params = (await response.json())["kv_transfer_params"]
+    async with session.post(
+        f"{decode}/v1/completions", json={**body, "kv_transfer_params": params}, headers=headers
+    ) as response:
+        await response.read()
+        return response.status
+
+
+@pytest.mark.parametrize(
+    ("connector", "side", "expected", "failed_metric"),
+    [
+        (
+            "NixlConnector",
+            "decode",
+            "NIXL transfer failed for request cmpl-probe-1-0 with state ERR. Marking blocks as invalid.",
+            "vllm:nixl_num_failed_transfers_total",
+        ),
+        (
+            "MooncakeConnectorV1",
+            "prefill",
+            "Failed to transfer KV cache for request cmpl-probe-1-0: ",
+            "vllm:mooncake_num_failed_transfers_total",
+        ),
+        (
+            "LLMDataDistCMgrConnector",
+            "decode",
+            "LLMDataDistCMgrConnectorWorker: Timeout during pull_blocks, you can try to increase the "
+            "sync_kv_timeout config or checking your connect status",
+            None,
+        ),
+    ],
+)
+async def test_a_dead_link_is_logged_as_the_real_connector_logs_it(connector, side, expected, failed_metric):
+    async with PDStack(kv_connector=connector, env=FAST) as stack, aiohttp.ClientSession() as session:
+        prefill, decode = stack.url("prefill-0-0"), stack.url("decode-0-0")
+        assert await _through_pair(session, prefill, decode, "probe-0") == 200
+        async with session.post(
+            f"{decode}/sandbox/faults", json={"kind": "link_down", "peer": "prefill-0-0"}
+        ) as r:
+            assert r.status == 201
+        assert await _through_pair(session, prefill, decode, "probe-1") == 200  # recomputed, as vLLM does
+        lines = stack.farm.logs(f"sim/{side}-0-0")
+        failures = [line for line in lines if expected in line]
+        assert failures and failures[0].startswith("ERROR "), lines[-6:]
+        metrics = await _metrics(session, decode)
+        names = {name for name, _ in metrics}
+        if failed_metric is None:
+            assert not any("xfer" in name or "transferred" in name for name in names)  # LLM-DataDist has none
+            built = [line for line in stack.farm.logs("sim/decode-0-0") if "Successfully build link" in line]
+            assert built and "cluster name pd_comm_" in built[0]
+        else:
+            assert sum(v for (name, _), v in metrics.items() if name == failed_metric) == 1
+
+
+async def test_the_link_table_is_only_on_the_sandbox_control_path():
+    async with PDStack(env=FAST) as stack, aiohttp.ClientSession() as session:
+        async with session.get(f"{stack.url('decode-0-0')}/kv/links") as response:
+            assert response.status == 404  # real engines have no such route
+        async with session.get(f"{stack.url('decode-0-0')}/sandbox/kv/links") as response:
+            assert response.status == 200 and "links" in await response.json()
+
+
+async def test_every_answer_is_counted_by_status_class_like_vllms_api_server():
+    async with PDStack(kv_connector=None, env=FAST) as stack, aiohttp.ClientSession() as session:
+        url = stack.url("prefill-0-0")
+        body = {"model": "sim-model", "prompt": "hi", "max_tokens": 1}
+        async with session.post(f"{url}/v1/completions", json=body) as response:
+            assert response.status == 200
+        await session.post(f"{url}/sandbox/faults", json={"kind": "http_5xx", "count": 2})
+        await session.post(f"{url}/sandbox/faults", json={"kind": "http_429", "count": 1})
+        for _ in range(3):
+            async with session.post(f"{url}/v1/completions", json=body) as response:
+                await response.read()
+        metrics = await _metrics(session, url)
+        by_status = {
+            dict(labels)["status"]: value
+            for (name, labels), value in metrics.items()
+            if name == "http_requests_total" and dict(labels)["handler"] == "/v1/completions"
+        }
+        assert by_status == {"2xx": 1.0, "4xx": 1.0, "5xx": 2.0}
+
+
+async def test_mindie_counts_failed_answers():
+    async with PDStack(engine="mindie", env=FAST) as stack, aiohttp.ClientSession() as session:
+        url = stack.url("decode-0-0")
+        await session.post(f"{url}/sandbox/faults", json={"kind": "http_5xx", "count": 2})
+        for _ in range(2):
+            async with session.post(f"{url}/v1/completions", json={"prompt": "x", "max_tokens": 1}) as r:
+                assert r.status == 503
+        metrics = await _metrics(session, url)
+        assert sum(v for (name, _), v in metrics.items() if name == "request_failed_total") == 2

@@ -1,0 +1,141 @@
+"""Engine log lines about KV transfers → findings that name a request or a peer (PURE).
+
+Real engines write these lines (docs/kv-links.md has the table with their sources); Tandem reads the
+recent lines of prefill and decode pods through the Kubernetes API (``pods/log``) every interval:
+
+- vLLM NixlConnector (decode side): ``NIXL transfer failed for request <id> with state <state>. Marking
+  blocks as invalid.`` and ``Handshake with <remote engine id> failed``.
+- vLLM / vllm-ascend Mooncake connectors (sending, prefill side): ``Failed to transfer KV cache for
+  request <id>: <error>``; ``Failed to connect to bootstrap server <addr>``.
+- vllm-ascend LLM-DataDist connector (decode side): ``Successfully build link with cluster id <cid> with
+  cluster name pd_comm_<prefill device ip>_<decode device ip> !``, then per pull ``remote cluster id is:
+  <cid>`` and, when it fails, ``... Timeout during pull_blocks, ...``; ``Linking failed, comm id: <id>``;
+  its older connector logs ``local_rank <r> link, ret=<LLM status code>``.
+- SGLang (decode side): ``Losing connection with prefill instance (bootstrap_addr: <ip:port>)``;
+  (prefill side) ``Failed to send kv chunk of <room> to <ip>:<port>``.
+
+A finding names the request (NIXL, Mooncake: Tandem's probes send their own ``X-Request-Id``), or the
+peer's address (SGLang, LLM-DataDist through its link line), or neither (then it is the pod's).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Literal, TypedDict
+
+FindingKind = Literal["transfer_failed", "link_failed"]
+
+
+class LogFinding(TypedDict):
+    pod: str  # the pod whose log has the line
+    kind: FindingKind
+    request: str | None  # the request id the line names
+    peer_address: str | None  # the other side's IP (or ip:port) when the line names it
+    code: str | None  # an LLM-DataDist status code when the line has one
+    line: str  # the line, trimmed, for the operator
+
+
+_NIXL_FAIL = re.compile(r"NIXL transfer failed for request (\S+) with state (\S+?)\.")
+_NIXL_HANDSHAKE = re.compile(r"Handshake with (\S+) failed")
+_MOONCAKE_FAIL = re.compile(r"Failed to transfer KV cache for request (\S+?):")
+_MOONCAKE_BOOTSTRAP = re.compile(r"Failed to connect to bootstrap server (\S+)")
+_DATADIST_LINK = re.compile(
+    r"build link with cluster id (\d+) with cluster name pd_comm_([\d.:a-fA-F]+?)_([\d.:a-fA-F]+)"
+)
+_DATADIST_REMOTE = re.compile(r"remote cluster id is: (\d+)")
+_DATADIST_TIMEOUT = re.compile(r"Timeout during pull_blocks")
+_DATADIST_LINK_FAILED = re.compile(r"Linking failed, comm id: (\S+)")
+_DATADIST_RET = re.compile(r"link, ret=(LLM_[A-Z_]+)")
+_SGLANG_LOST = re.compile(r"Losing connection with prefill instance \(bootstrap_addr: ([^)\s]+)\)")
+_SGLANG_SEND = re.compile(r"Failed to send kv chunk of \S+ to ([\d.]+):(\d+)")
+MAX_LINE = 300
+PROBE_ID_PREFIX = "tandem-probe-"
+ANCHOR = 3  # lines remembered per pod to find where the previous read ended
+
+
+def fresh_lines(previous_tail: list[str], lines: list[str]) -> list[str]:
+    """The lines after the last ``ANCHOR`` lines read before (all of them when that tail is not found:
+    the log rolled over, or this is the first read; then nothing is skipped)."""
+    if not previous_tail:
+        return lines
+    size = len(previous_tail)
+    for end in range(len(lines), size - 1, -1):
+        if lines[end - size : end] == previous_tail:
+            return lines[end:]
+    return lines
+
+
+def _host(address: str) -> str:
+    return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+
+
+def scan(pod: str, lines: Iterable[str], clusters: dict[str, str]) -> list[LogFinding]:
+    """Findings in one pod's new lines. ``clusters`` (LLM-DataDist cluster id → prefill device IP) is
+    read and extended: the link line comes once, the pulls that name the cluster id come later."""
+    findings: list[LogFinding] = []
+    remote_cluster: str | None = None
+    for raw in lines:
+        line = raw.strip()[:MAX_LINE]
+        if "NIXL" in line and (match := _NIXL_FAIL.search(line)):
+            findings.append(_finding(pod, "transfer_failed", line, request=match[1]))
+        elif match := _NIXL_HANDSHAKE.search(line):
+            findings.append(_finding(pod, "link_failed", line))
+        elif match := _MOONCAKE_FAIL.search(line):
+            findings.append(_finding(pod, "transfer_failed", line, request=match[1]))
+        elif match := _MOONCAKE_BOOTSTRAP.search(line):
+            findings.append(_finding(pod, "link_failed", line, peer=_host(match[1])))
+        elif match := _DATADIST_LINK.search(line):
+            clusters[match[1]] = match[2]
+        elif match := _DATADIST_REMOTE.search(line):
+            remote_cluster = match[1]
+        elif _DATADIST_TIMEOUT.search(line):
+            peer = clusters.get(remote_cluster or "")
+            findings.append(_finding(pod, "transfer_failed", line, peer=peer))  # it prints no status code
+        elif match := _DATADIST_LINK_FAILED.search(line):
+            findings.append(_finding(pod, "link_failed", line))
+        elif (match := _DATADIST_RET.search(line)) and match[1] != "LLM_SUCCESS":
+            findings.append(_finding(pod, "link_failed", line, code=match[1]))
+        elif match := _SGLANG_LOST.search(line):
+            findings.append(_finding(pod, "link_failed", line, peer=_host(match[1])))
+        elif match := _SGLANG_SEND.search(line):
+            findings.append(_finding(pod, "transfer_failed", line, peer=match[1]))
+    return findings
+
+
+def _finding(
+    pod: str, kind: FindingKind, line: str, *, request: str | None = None, peer: str | None = None,
+    code: str | None = None,
+) -> LogFinding:  # fmt: skip
+    return LogFinding(pod=pod, kind=kind, request=request, peer_address=peer, code=code, line=line)
+
+
+def for_pair(
+    findings: Iterable[LogFinding],
+    *,
+    prefill: str,
+    decode: str,
+    prefill_ip: str,
+    decode_ip: str,
+    probe_requests: list[str],
+) -> tuple[list[LogFinding], list[LogFinding]]:
+    """(findings about this pair, findings of either pod that cannot be tied to one pair: a request of
+    the clients' traffic, whose pairing only the router knows, or a line that names no peer)."""
+    mine: list[LogFinding] = []
+    unattributed: list[LogFinding] = []
+    for finding in findings:
+        if finding["pod"] not in (prefill, decode):
+            continue
+        peer = finding["peer_address"]
+        if finding["request"] is not None:
+            if any(probe in finding["request"] for probe in probe_requests):
+                mine.append(finding)
+            elif PROBE_ID_PREFIX not in finding["request"]:  # another pair's probe is that pair's
+                unattributed.append(finding)
+        elif peer is not None:
+            other = decode_ip if finding["pod"] == prefill else prefill_ip
+            if peer == other:
+                mine.append(finding)
+        else:
+            unattributed.append(finding)
+    return mine, unattributed
