@@ -79,7 +79,7 @@ def test_namespace_creation_by_server_side_apply_needs_patch() -> None:
 
 def test_proxy_rows_are_marked_as_needed_only_by_that_source() -> None:
     optional = {(n.verb, n.resource) for n in REQUIRED_ACCESS if n.only_for}
-    assert optional == {("get", "pods/proxy"), ("get", "services/proxy")}
+    assert optional == {("get", "pods/proxy"), ("create", "pods/proxy"), ("get", "services/proxy")}
     assert all(n.only_for == PROXY_SOURCE for n in REQUIRED_ACCESS if n.only_for)
     assert ("get", "", "pods/log") in {n.key for n in REQUIRED_ACCESS if not n.only_for}
 
