@@ -75,6 +75,11 @@ API_KEY_PEPPER = hashlib.sha256((_API_KEY_PEPPER or f"tandem-api-key-pepper:{SEC
 API_KEY_ROTATION_GRACE_SECONDS = env_int("API_KEY_ROTATION_GRACE_SECONDS", 86400, minimum=0)
 # Deadline of the key limit check's Redis round trip: a hung Redis fails the request fast (503).
 KEYS_REDIS_TIMEOUT_SECONDS = env_int("KEYS_REDIS_TIMEOUT_MS", 500, minimum=10) / 1000
+# Where the Kthena router's Service lives (its LoadBalancer address serves every Kthena topology).
+KTHENA_ROUTER_SERVICE = env_str("KTHENA_ROUTER_SERVICE", "kthena-system/kthena-router")
+if "/" not in KTHENA_ROUTER_SERVICE:
+    raise ConfigError("KTHENA_ROUTER_SERVICE must be namespace/name, e.g. kthena-system/kthena-router")
+GATEWAY_DISCOVERY_SECONDS = env_int("GATEWAY_DISCOVERY_SECONDS", 30, minimum=5)
 # The gateway refuses request bodies larger than this (413).
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_MB", 16, minimum=1) * 1024 * 1024
 # Failed key authentications per source address and minute before that address is refused outright.
@@ -424,6 +429,11 @@ CELERY_BEAT_SCHEDULE["keys-rollup-usage"] = {
     "task": "keys.tasks.rollup_key_usage",
     "schedule": float(KEYS_USAGE_ROLLUP_SECONDS),
     "options": {"expires": float(KEYS_USAGE_ROLLUP_SECONDS)},
+}
+CELERY_BEAT_SCHEDULE["gateway-discover-endpoints"] = {
+    "task": "gateway.tasks.discover_endpoints",
+    "schedule": float(GATEWAY_DISCOVERY_SECONDS),
+    "options": {"expires": float(GATEWAY_DISCOVERY_SECONDS)},
 }
 CELERY_BEAT_SCHEDULE["clusters-check-all"] = {
     "task": "clusters.tasks.check_all_clusters",

@@ -190,3 +190,20 @@ def _probe_broadcast(run_id: int) -> None:
         broadcast.topology_group(run.topology_id),
         {"kind": "gateway.probe", "run": run.pk, "state": run.state},
     )
+
+
+def routes_discover() -> int:
+    """Refresh the discovered serving endpoint of every deployed topology; returns how many changed."""
+    from gateway.discovery import discover
+    from topologies.models import Topology
+
+    changed = 0
+    for topology in Topology.objects.filter(deployed_revision__isnull=False).select_related("cluster"):
+        found = discover(topology)
+        route, _ = Route.objects.get_or_create(topology=topology)
+        if route.discovered_url != found:
+            Route.objects.filter(pk=route.pk).update(discovered_url=found)
+            changed += 1
+    if changed:
+        bump_routes()
+    return changed

@@ -35,6 +35,7 @@ Public API (import from ``kube``)::
     describe_proxy_failure(status, body) -> str   # "403 from API server, grant get on pods/proxy ..."
     sample_running_pods(conn, namespace=None) -> list[ProxyPod]  # a few Running pods with IP and port
     service_ingress(conn, namespace, name) -> list[str]  # a LoadBalancer Service's external addresses
+    service_external_url(conn, namespace, name) -> str | None  # http://<external address>:<first port>
 
 Every call has a short timeout and goes through ``kube.retry``: 429 honours Retry-After, 5xx and connection
 errors back off exponentially with jitter (bounded attempts), 4xx are never retried, 409 on an update
@@ -74,6 +75,7 @@ from kube.proxy import (
     pod_proxy_get,
     proxy_transport,
     sample_running_pods,
+    service_external_url,
     service_ingress,
 )
 from kube.resources import apply_objects, delete_object, get_object, list_objects, scale, update_object
@@ -119,6 +121,7 @@ __all__ = [
     "rules_review",
     "sample_running_pods",
     "scale",
+    "service_external_url",
     "service_ingress",
     "update_object",
 ]

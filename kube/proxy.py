@@ -169,3 +169,27 @@ def service_ingress(conn: ClusterConnection, namespace: str, name: str) -> list[
         return []
     ingress = (((response.json() or {}).get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
     return [str(i.get("ip") or i.get("hostname")) for i in ingress if i.get("ip") or i.get("hostname")]
+
+
+def service_external_url(conn: ClusterConnection, namespace: str, name: str) -> str | None:
+    """``http://<external address>:<port>`` of a LoadBalancer Service (its first port), or None."""
+    response = request(
+        conn,
+        "GET",
+        f"/api/v1/namespaces/{quote(namespace, safe='')}/services/{quote(name, safe='')}",
+        action=f"read service {namespace}/{name}",
+        timeout=PROBE_TIMEOUT,
+        allow=(403, 404),
+    )
+    if response.status in (403, 404):
+        return None
+    body = response.json() or {}
+    ingress = ((body.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
+    ports = (body.get("spec") or {}).get("ports") or []
+    address = next(
+        (str(i.get("ip") or i.get("hostname")) for i in ingress if i.get("ip") or i.get("hostname")), None
+    )
+    if address is None or not ports:
+        return None
+    host = f"[{address}]" if ":" in address else address
+    return f"http://{host}:{int(ports[0].get('port') or 80)}"
