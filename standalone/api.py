@@ -47,14 +47,18 @@ class TandemApi:
     def get(self, path: str) -> Any:
         return json.loads(self._open(self._request(path)))
 
-    def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
+    def post(self, path: str, body: dict[str, Any] | None = None, *, method: str = "POST") -> Any:
         headers = {
             "Content-Type": "application/json",
             "X-CSRFToken": self._cookie("csrftoken") or "",
             "Referer": self.base_url + "/",
         }
         request = self._request(path, data=json.dumps(body or {}).encode(), headers=headers)
+        request.method = method
         return json.loads(self._open(request) or "null")
+
+    def patch(self, path: str, body: dict[str, Any]) -> Any:
+        return self.post(path, body, method="PATCH")
 
     def _request(
         self, path: str, *, data: bytes | None = None, headers: dict[str, str] | None = None

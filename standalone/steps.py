@@ -352,6 +352,24 @@ def _wait_live_metrics(ctx: DemoContext) -> str:
     )
 
 
+def _connect_gateway(ctx: DemoContext) -> str:
+    """Point the gateway at the demo topology's router, as an operator enters a serving endpoint."""
+    from standalone.traffic import find_router_url
+
+    assert ctx.topology is not None
+    url = find_router_url(str(_sandbox_kubeconfig(ctx)), int(ctx.topology["id"]))
+    if not url:
+        raise StepFailed("the demo topology's router has no address yet")
+    try:
+        ctx.api().patch(f"/api/v1/topologies/{ctx.topology['id']}/gateway/", {"endpoint_url": url})
+    except ApiError as error:
+        raise StepFailed(f"setting the gateway's serving endpoint failed: {error}") from None
+    return (
+        f"gateway serves {ctx.topology['model_name']} at {ctx.base_url}/v1 (router {url}); "
+        f"issue an inference key on {ctx.base_url}/keys/ to call it"
+    )
+
+
 def _traffic_wanted(ctx: DemoContext) -> bool:
     return ctx.topology is not None
 
@@ -376,6 +394,7 @@ DEMO_STEPS: list[DemoStep] = [
         ),
         run=_deploy_demo,
     ),
+    DemoStep(name="connect the gateway to it", available=_traffic_wanted, run=_connect_gateway),
     DemoStep(name="drive traffic through its router", available=_traffic_wanted, run=_drive_traffic),
     DemoStep(
         name="wait for live metrics",
