@@ -24,6 +24,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter
 from controlplane.origin import SameOriginValidator
 from controlplane.routing import websocket_urlpatterns
 from gateway.app import application as gateway_app
+from gateway.app import lifespan
 
 
 async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -35,9 +36,16 @@ async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await django_asgi_app(scope, receive, send)
 
 
-application = ProtocolTypeRouter(
+router = ProtocolTypeRouter(
     {
         "http": http,
         "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+
+async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        await lifespan(receive, send)
+    else:
+        await router(scope, receive, send)

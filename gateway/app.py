@@ -243,3 +243,17 @@ async def _finish(grant: AsyncGrant, outcome: dispatch.Outcome, path: str, start
             latency_ms=(time.monotonic() - started) * 1000,
         )
     )
+
+
+async def lifespan(receive: Receive, send: Send) -> None:
+    """ASGI lifespan: at shutdown, the records not yet written are written (a restart loses none)."""
+    from gateway.recorder import flush_all
+
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await flush_all()
+            await send({"type": "lifespan.shutdown.complete"})
+            return

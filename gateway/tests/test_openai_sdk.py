@@ -8,6 +8,7 @@ import openai
 import pytest
 import requests
 
+from gateway.services import route_update
 from gateway.tests.conftest import FALLBACK_MODEL, MODEL
 
 
@@ -196,3 +197,59 @@ def test_body_limits_and_bad_json(gateway):
     assert missing.status_code == 400 and missing.json()["error"]["param"] == "model"
     nowhere = requests.get(f"{gateway.base}/v1/embeddings", headers=headers)
     assert nowhere.status_code == 404
+
+
+def test_killing_the_router_falls_back_and_the_breaker_closes_when_it_returns(
+    make_topology, inference_key, admin_user, fallback_stack, tmp_path
+):
+    """The cluster's router process stops: traffic moves to the fallback upstream, which the answers
+    say; the breaker opens; once the router is back on its address, the cluster serves again."""
+    from gateway.models import BreakerEvent
+    from gateway.tests.conftest import Gateway, StackThread, running_gateway
+    from sandbox.router.farm import RouterSpec
+
+    with StackThread(MODEL) as stack:
+        topology = make_topology()
+        route_update(
+            topology=topology,
+            changes={
+                "endpoint_url": stack.url,
+                "fallback_base_url": f"{fallback_stack.url}/v1",
+                "fallback_model": FALLBACK_MODEL,
+                "breaker_failures": 2,
+                "breaker_open_seconds": 2,
+            },
+            actor=admin_user,
+        )
+        issued = inference_key(name="kill")
+        with running_gateway(tmp_path / "gw.log") as base:
+            gw = Gateway(
+                base=base, topology=topology, secret=issued.secret, key=issued.key, log=tmp_path / "gw.log"
+            )
+            c = client(gw)
+
+            def backend() -> str:
+                raw = c.chat.completions.with_raw_response.create(
+                    model=MODEL, messages=[{"role": "user", "content": "x"}], max_tokens=4
+                )
+                assert raw.parse().choices[0].message.content
+                return raw.headers["x-tandem-backend"]
+
+            assert backend() == "cluster"
+            ip, port = stack.stack.routers.address("sim/router")
+            stack.run(stack.stack.routers.stop("sim/router"))
+            assert [backend() for _ in range(3)] == ["fallback"] * 3
+            spec = RouterSpec(MODEL, 30.0, 2, 0.01)
+            stack.run(stack.stack.routers.start("sim/router", ip, port, spec, stack.stack.endpoints))
+            time.sleep(2.2)
+            assert backend() == "cluster"
+    deadline = time.monotonic() + 10
+    states: list[str] = []
+    while time.monotonic() < deadline:
+        states = list(
+            BreakerEvent.objects.filter(topology=topology).order_by("created").values_list("state", flat=True)
+        )
+        if "closed" in states:
+            break
+        time.sleep(0.2)
+    assert states[:1] == ["open"] and "closed" in states, states
