@@ -138,3 +138,21 @@ def overview_gateway_rows() -> list[dict[str, Any]]:
         for row in rows:
             row["name"] = row["name"] or names.get(row["topology_id"], "?")
     return rows
+
+
+def recent_outcomes(*, topology_id: int, since: Any) -> tuple[int, int, int]:
+    """(requests, requests the cluster failed, requests the fallback served) through the gateway."""
+    from django.db.models import Count, Q
+
+    failed_codes = ["cluster_unavailable", "all_backends_down", "fallback_rejected_key"]
+    counts = GatewayRequest.objects.filter(topology_id=topology_id, created__gte=since).aggregate(
+        total=Count("id"),
+        fallback=Count("id", filter=Q(backend="fallback")),
+        failed=Count(
+            "id",
+            filter=Q(backend="fallback")
+            | Q(backend="cluster", status__gte=500)
+            | Q(error_code__in=failed_codes),
+        ),
+    )
+    return int(counts["total"]), int(counts["failed"]), int(counts["fallback"])

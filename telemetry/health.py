@@ -140,3 +140,38 @@ def topology_health(
         state = "down"
         reasons.insert(0, "every KV link is down: decode pods cannot receive KV from prefill")
     return Health(state=state, reasons=reasons)
+
+
+GATEWAY_MIN_REQUESTS = 5  # fewer requests through the gateway say too little to judge by
+
+
+def gateway_reason(*, requests: int, cluster_failed: int, fallback: int, window_s: float) -> str | None:
+    """What the gateway's own records say about the cluster: ``"gateway: 9 of 10 requests ... failed"``."""
+    if (
+        requests < GATEWAY_MIN_REQUESTS
+        or cluster_failed <= 0
+        or cluster_failed / requests <= ERROR_RATE_DEGRADED
+    ):
+        return None
+    served = f"; the fallback served {fallback}" if fallback else ""
+    return (
+        f"gateway: {cluster_failed} of {requests} requests to the cluster failed in the last "
+        f"{window_s:g} s{served}"
+    )
+
+
+def apply_gateway_outcomes(
+    health: Health, *, requests: int, cluster_failed: int, fallback: int, window_s: float
+) -> Health:
+    """A topology whose requests through the gateway fail is never healthy; nearly all failing is down."""
+    reason = gateway_reason(
+        requests=requests, cluster_failed=cluster_failed, fallback=fallback, window_s=window_s
+    )
+    if reason is None:
+        return health
+    state: HealthState = health["state"]
+    if cluster_failed >= ERROR_RATE_DOWN * requests:
+        state = "down"
+    elif state in ("healthy", "unknown"):
+        state = "degraded"
+    return Health(state=state, reasons=[reason, *[r for r in health["reasons"] if r != reason]])

@@ -111,9 +111,31 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         link_inputs=link_inputs,
     )
     apply_source_problem(snapshot, problem)
+    _apply_gateway(snapshot, topology_id, now)
     cache.set_state(topology_id, new_state)
     telemetry_store(topology=topology, snapshot=snapshot, actions=actions, open_alerts=open_alerts)
     return snapshot
+
+
+GATEWAY_WINDOW_SECONDS = 60.0
+
+
+def _apply_gateway(snapshot: TopologySnapshot, topology_id: int, now: float) -> None:
+    """Errors seen where they happen: the gateway's own records of the last minute."""
+    from datetime import UTC, datetime
+
+    from gateway.selectors import recent_outcomes
+    from telemetry.health import apply_gateway_outcomes
+
+    since = datetime.fromtimestamp(now - GATEWAY_WINDOW_SECONDS, UTC)
+    requests, failed, fallback = recent_outcomes(topology_id=topology_id, since=since)
+    snapshot["health"] = apply_gateway_outcomes(
+        snapshot["health"],
+        requests=requests,
+        cluster_failed=failed,
+        fallback=fallback,
+        window_s=GATEWAY_WINDOW_SECONDS,
+    )
 
 
 def _series_map(topology_id: int, names: list[str]) -> dict[str, int]:

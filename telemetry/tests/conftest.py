@@ -101,3 +101,12 @@ def probe_result(prefill, decode, *, ts, ok=True, status=None, error=None, ms=12
         request_id=request_id or f"tandem-probe-{prefill}-{decode}-{ts}",
         ts=ts,
     )
+
+
+def _make_topology_for_gateway(actor):
+    from clusters.models import Cluster
+    from topologies.presets import preset_spec
+    from topologies.services import topology_create
+
+    cluster = Cluster.objects.create(name="gw-lab", auth_method="token", server="http://127.0.0.1:9")
+    return topology_create(cluster=cluster, spec=preset_spec("qwen-gpu-nixl"), actor=actor)

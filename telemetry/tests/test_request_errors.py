@@ -129,3 +129,47 @@ def test_a_topology_failing_its_requests_is_never_healthy(decode, prefill, state
     if state != "healthy":
         assert any("failed in the last 2 s" in reason for reason in snap["health"]["reasons"])
         assert snap["totals"]["error_rate"] is not None and snap["totals"]["error_rate"] > 0.5
+
+
+def test_the_gateways_records_make_a_failing_topology_unhealthy():
+    from telemetry.health import apply_gateway_outcomes, gateway_reason
+
+    healthy = {"state": "healthy", "reasons": []}
+    assert gateway_reason(requests=3, cluster_failed=3, fallback=3, window_s=60) is None  # too few to judge
+    assert apply_gateway_outcomes(healthy, requests=100, cluster_failed=1, fallback=0, window_s=60) == healthy
+    degraded = apply_gateway_outcomes(healthy, requests=100, cluster_failed=30, fallback=30, window_s=60)
+    assert degraded["state"] == "degraded"
+    assert degraded["reasons"][0] == (
+        "gateway: 30 of 100 requests to the cluster failed in the last 60 s; the fallback served 30"
+    )
+    down = apply_gateway_outcomes(healthy, requests=50, cluster_failed=50, fallback=0, window_s=60)
+    assert down["state"] == "down"
+
+
+def test_collection_counts_the_gateways_records(db, admin_user):
+    from django.utils import timezone
+
+    from gateway.models import GatewayRequest
+    from gateway.selectors import recent_outcomes
+    from telemetry.tests.conftest import _make_topology_for_gateway as make
+
+    topology = make(admin_user)
+    now = timezone.now()
+    rows = [
+        ("cluster", 200, ""),
+        ("fallback", 200, ""),
+        ("cluster", 502, ""),
+        ("none", 503, "cluster_unavailable"),
+    ]
+    for backend, status, code in rows:
+        GatewayRequest.objects.create(
+            created=now,
+            model="m",
+            topology=topology,
+            endpoint="chat/completions",
+            backend=backend,
+            status=status,
+            error_code=code,
+            latency_ms=1.0,
+        )
+    assert recent_outcomes(topology_id=topology.pk, since=now - timezone.timedelta(minutes=1)) == (4, 3, 1)
