@@ -276,6 +276,15 @@ SECTIONS: list[tuple[str, str, list[EditorField]]] = [
             EditorField("routing.retry_attempts", "Retry attempts", "Retries of a failed request.", "int"),
             EditorField("routing.retry_interval_ms", "Retry interval (ms)", "Pause between retries.", "int"),
             EditorField(
+                "routing.service_type",
+                "Router Service type",
+                "Plain backend only: LoadBalancer gives the router an external address (a cloud load "
+                "balancer or MetalLB) that the gateway finds and uses; ClusterIP keeps it inside the cluster "
+                "(then enter the serving endpoint, e.g. an Ingress, in the gateway settings).",
+                "choice",
+                ("LoadBalancer", "ClusterIP"),
+            ),
+            EditorField(
                 "routing.router_image",
                 "Router image",
                 "Plain backend only: the P/D router's image. Empty "

@@ -111,6 +111,9 @@ class RoutingSpec:
     retry_attempts: int = 2
     retry_interval_ms: int = 100
     router_image: str = ""  # plain backend only; empty: the engine's default router image
+    # plain backend only: the router Service's type; LoadBalancer gives it an external address
+    # (a cloud load balancer, MetalLB), which Tandem's gateway then finds as the serving endpoint
+    service_type: str = "LoadBalancer"
 
 
 @dataclass(frozen=True)

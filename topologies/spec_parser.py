@@ -221,6 +221,13 @@ class SpecParser:
                 routing_raw, "retry_interval_ms", "routing.retry_interval_ms", 100, lo=1, hi=60000
             ),
             router_image=self.text(routing_raw, "router_image", "routing.router_image", "", limit=None),
+            service_type=self.choice(
+                routing_raw,
+                "service_type",
+                "routing.service_type",
+                ("LoadBalancer", "ClusterIP"),
+                "LoadBalancer",
+            ),
         )
         if routing.router_image:
             self.check("routing.router_image", image_problem(routing.router_image))

@@ -230,7 +230,8 @@ class RouterController(Reconciler):
                 return
             self._annotate(svc_rt, current, f"http://{ip}:{int(ports[0].get('port', 8000))}")
             current = self.api.find(svc_rt, namespace, name)
-            if current is not None:
+            # Only a LoadBalancer Service gets an external address, as on a real cluster.
+            if current is not None and (current.get("spec") or {}).get("type") == "LoadBalancer":
                 status = {
                     **(current.get("status") or {}),
                     "loadBalancer": {"ingress": [{"ip": ip, "ipMode": "VIP"}]},

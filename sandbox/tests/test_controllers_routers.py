@@ -136,6 +136,7 @@ def test_router_service_of_the_plain_backend_gets_a_load_balancer_address(sandbo
             },
         },
         "spec": {
+            "type": "LoadBalancer",
             "selector": {"tandem.io/topology": "7", "tandem.io/role": "router"},
             "ports": [{"port": 8000}],
         },
@@ -159,6 +160,28 @@ def test_router_service_of_the_plain_backend_gets_a_load_balancer_address(sandbo
     sandbox_cluster.wait_for(
         lambda: _refused(f"http://{ip}:8000/health"), message="the router gone with its Service"
     )
+
+
+def test_a_cluster_ip_router_service_gets_no_external_address(sandbox_cluster, core, namespace):
+    """As on a real cluster: only a LoadBalancer Service gets status.loadBalancer.ingress."""
+    router = {
+        "metadata": {
+            "name": "inside",
+            "labels": {"tandem.io/topology": "8", "tandem.io/role": "router"},
+            "annotations": {"tandem.io/model": "m"},
+        },
+        "spec": {
+            "selector": {"tandem.io/topology": "8", "tandem.io/role": "router"},
+            "ports": [{"port": 8000}],
+        },
+    }
+    core.create_namespaced_service(namespace, router)
+    sandbox_cluster.wait_for(
+        lambda: URL in (core.read_namespaced_service("inside", namespace).metadata.annotations or {}),
+        message="the router started",
+    )
+    status = core.read_namespaced_service("inside", namespace).status
+    assert not (status and status.load_balancer and status.load_balancer.ingress)
 
 
 def _refused(url):

@@ -202,6 +202,7 @@ def router_objects(spec: TopologySpec, *, topology_id: int, revision: int) -> li
             "kind": "Service",
             "metadata": service_meta,
             "spec": {
+                "type": spec.routing.service_type,
                 "selector": _selector(topology_id, "router"),
                 "ports": [{"name": "http", "port": spec.port, "targetPort": spec.port, "protocol": "TCP"}],
             },
