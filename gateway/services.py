@@ -70,7 +70,9 @@ def route_update(
         elif field == "fallback_base_url":
             value = _url(field, value or "", must_end_v1=True)
         elif field == "aliases":
-            names = [str(v).strip() for v in value or [] if str(v).strip()]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise _invalid(field, 'must be a list of model names, e.g. ["qwen", "qwen-small"]')
+            names = [v.strip() for v in value if v.strip()]
             if len(names) > 20 or any(len(n) > 256 for n in names):
                 raise _invalid(field, "give at most 20 names of up to 256 characters")
             value = sorted(set(names))

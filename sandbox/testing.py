@@ -59,7 +59,7 @@ class SandboxCluster:
         if tls:
             self.args.append("--tls")
         if token:
-            self.args += ["--token", token]
+            self.args += [f"--token={token}"]
         if pod_network != "flat":
             self.args += ["--pod-network", pod_network]
         self.args += list(extra_args)

@@ -160,8 +160,7 @@ def _start_sandbox(ctx: DemoContext) -> str:
             str(kubeconfig),
             "--port",
             str(port),
-            "--token",
-            token,
+            f"--token={token}",  # one argument: a token may start with "-"
         ],
         ready_text="sandbox ready:",
         timeout=90,

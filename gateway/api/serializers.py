@@ -10,6 +10,12 @@ from gateway.models import BreakerEvent, GatewayRequest, ProbeRun, Route
 class RouteSerializer(serializers.ModelSerializer[Route]):
     """A topology's gateway settings. The fallback key is write-only: reads say only whether one is set."""
 
+    aliases = serializers.ListField(
+        child=serializers.CharField(max_length=256),
+        max_length=20,
+        required=False,
+        help_text="Other model names clients may use for this topology.",
+    )
     fallback_api_key = serializers.CharField(
         write_only=True, required=False, allow_blank=True, max_length=4096
     )
@@ -37,7 +43,6 @@ class RouteSerializer(serializers.ModelSerializer[Route]):
         ]
         read_only_fields = ["discovered_url", "updated"]
         extra_kwargs: dict[str, Any] = {
-            "aliases": {"required": False},
             "timeout_seconds": {"min_value": 1, "max_value": 3600},
             "breaker_failures": {"min_value": 1, "max_value": 100},
             "breaker_open_seconds": {"min_value": 1, "max_value": 3600},
