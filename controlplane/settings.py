@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "topologies",
     "deployments",
     "telemetry",
+    "rebalancing",
     "keys",
     "gateway",
 ]
@@ -286,6 +287,7 @@ CELERY_TASK_ROUTES = {
     "deployments.tasks.*": {"queue": "deploy"},
     "clusters.tasks.*": {"queue": "inventory"},
     "telemetry.tasks.*": {"queue": "telemetry"},
+    "rebalancing.tasks.*": {"queue": "deploy"},
 }
 # An unacknowledged task (its worker died) is redelivered after this many seconds.
 CELERY_VISIBILITY_TIMEOUT = env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1)
@@ -337,6 +339,15 @@ CELERY_BEAT_SCHEDULE["telemetry-rollup-and-prune"] = {
     "task": "telemetry.tasks.rollup_and_prune",
     "schedule": 60.0,
     "options": {"expires": 60.0},
+}
+# Rebalancing: the planner's interval (each topology's planner may ask for a longer one).
+PLANNER_INTERVAL_SECONDS = float(env_str("PLANNER_INTERVAL_SECONDS", "5"))
+if PLANNER_INTERVAL_SECONDS < 1:
+    raise ConfigError("PLANNER_INTERVAL_SECONDS must be at least 1 (seconds)")
+CELERY_BEAT_SCHEDULE["rebalancing-planner-tick"] = {
+    "task": "rebalancing.tasks.planner_tick_all",
+    "schedule": PLANNER_INTERVAL_SECONDS,
+    "options": {"expires": PLANNER_INTERVAL_SECONDS},
 }
 # Clusters: connectivity, permissions, CRDs and node inventory of every registered cluster.
 CLUSTER_CHECK_SECONDS = env_int("CLUSTER_CHECK_SECONDS", 60, minimum=10)
