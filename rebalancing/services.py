@@ -331,7 +331,9 @@ def rebalance_advance(*, rebalance: Rebalance) -> Rebalance:
     from deployments.models import ACTIVE_STATES, Deployment, State
     from deployments.services import topology_scale_start
 
-    locked = Rebalance.objects.select_for_update().select_related("topology", "deployment").get(pk=rebalance.pk)
+    locked = Rebalance.objects.select_for_update(of=("self",)).select_related("topology", "deployment").get(
+        pk=rebalance.pk
+    )
     if not locked.is_active:
         return locked
     current = locked.deployment
