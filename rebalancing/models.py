@@ -24,8 +24,12 @@ class PlannerConfig(models.Model):
     )
     mode = models.CharField(max_length=16, choices=PlannerMode.choices, default=PlannerMode.OFF)
     params = models.JSONField(default=dict, blank=True, help_text="rebalancing.policy.Params overrides.")
-    min_ratio = models.FloatField(null=True, blank=True, help_text="ratioConstraint.minRatio (prefill/decode).")
-    max_ratio = models.FloatField(null=True, blank=True, help_text="ratioConstraint.maxRatio (prefill/decode).")
+    min_ratio = models.FloatField(
+        null=True, blank=True, help_text="ratioConstraint.minRatio (prefill/decode)."
+    )
+    max_ratio = models.FloatField(
+        null=True, blank=True, help_text="ratioConstraint.maxRatio (prefill/decode)."
+    )
     state = models.JSONField(default=dict, blank=True, help_text="The planner's streaks and last move.")
     last_tick = models.DateTimeField(null=True, blank=True)
     updated = models.DateTimeField(auto_now=True)

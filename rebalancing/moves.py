@@ -23,7 +23,9 @@ class Move:
         return {"role": self.role, "replicas": self.replicas}
 
 
-def plan_moves(prefill: int, decode: int, target_prefill: int, target_decode: int, limits: Limits) -> list[Move]:
+def plan_moves(
+    prefill: int, decode: int, target_prefill: int, target_decode: int, limits: Limits
+) -> list[Move]:
     """Moves from (prefill, decode) to the target; each intermediate split respects the budget."""
     moves: list[Move] = []
     p, d = prefill, decode
@@ -32,8 +34,12 @@ def plan_moves(prefill: int, decode: int, target_prefill: int, target_decode: in
         guard += 1
         if guard > 1000:
             raise ValueError("no move sequence reaches the target")
-        grow = [r for r, cur, tgt in (("prefill", p, target_prefill), ("decode", d, target_decode)) if cur < tgt]
-        shrink = [r for r, cur, tgt in (("prefill", p, target_prefill), ("decode", d, target_decode)) if cur > tgt]
+        grow = [
+            r for r, cur, tgt in (("prefill", p, target_prefill), ("decode", d, target_decode)) if cur < tgt
+        ]
+        shrink = [
+            r for r, cur, tgt in (("prefill", p, target_prefill), ("decode", d, target_decode)) if cur > tgt
+        ]
         step: tuple[int, int] | None = None
         if grow:
             role = grow[0]

@@ -64,7 +64,9 @@ class Limits:
     max_ratio: float | None = None
 
     def bounds(self, role: str) -> tuple[int, int]:
-        return (self.prefill_min, self.prefill_max) if role == "prefill" else (self.decode_min, self.decode_max)
+        return (
+            (self.prefill_min, self.prefill_max) if role == "prefill" else (self.decode_min, self.decode_max)
+        )
 
     def cost(self, prefill: int, decode: int) -> int:
         return prefill * self.prefill_accelerators + decode * self.decode_accelerators
@@ -137,7 +139,9 @@ class State:
 
         def num(key: str, default: float) -> float:
             value = data.get(key)
-            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+            return (
+                float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+            )
 
         last = data.get("last_move_ts")
         return cls(
@@ -171,7 +175,9 @@ def _ms(value: float | None) -> str:
 
 def cooldown_for(params: Params, state: State) -> float:
     """A move's cooldown: the configured one, or what the move cost plus settling, whichever is longer."""
-    return max(params.cooldown_seconds, state.last_move_seconds + params.settle_intervals * params.interval_seconds)
+    return max(
+        params.cooldown_seconds, state.last_move_seconds + params.settle_intervals * params.interval_seconds
+    )
 
 
 def ttft_pressure(obs: Observation, params: Params) -> bool:
@@ -225,9 +231,13 @@ def split_problem(limits: Limits, prefill: int, decode: int) -> str:
     if decode > 0:
         ratio = prefill / decode
         if limits.min_ratio is not None and ratio < limits.min_ratio - 1e-9:
-            return f"P:D ratio {ratio:.2f} would be below the ratio constraint's minRatio {limits.min_ratio:g}"
+            return (
+                f"P:D ratio {ratio:.2f} would be below the ratio constraint's minRatio {limits.min_ratio:g}"
+            )
         if limits.max_ratio is not None and ratio > limits.max_ratio + 1e-9:
-            return f"P:D ratio {ratio:.2f} would be above the ratio constraint's maxRatio {limits.max_ratio:g}"
+            return (
+                f"P:D ratio {ratio:.2f} would be above the ratio constraint's maxRatio {limits.max_ratio:g}"
+            )
     return ""
 
 
@@ -315,7 +325,9 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
         wait = cooldown_for(params, state)
         age = obs.ts - state.last_move_ts
         if age < wait:
-            return _hold(obs, "cooldown", f"cooling down after the last move ({age:.0f} s of {wait:.0f} s)"), state
+            return _hold(
+                obs, "cooldown", f"cooling down after the last move ({age:.0f} s of {wait:.0f} s)"
+            ), state
     need = params.breach_intervals
     reverse = 2 * need
     recent = state.last_move_ts is not None and obs.ts - state.last_move_ts < params.flap_window_seconds
@@ -330,7 +342,14 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
         tbt_ratio = (obs.tbt_p95_ms or 0) / obs.tbt_target_ms
         first = "prefill" if ttft_ratio >= tbt_ratio else "decode"
         if not (grown_p if first == "prefill" else grown_d):
-            verdict = _grow(obs, first, state.ttft_streak if first == "prefill" else state.tbt_streak, params, limits, state)
+            verdict = _grow(
+                obs,
+                first,
+                state.ttft_streak if first == "prefill" else state.tbt_streak,
+                params,
+                limits,
+                state,
+            )
             return replace(verdict, rule="both_breached"), state
         return _hold(
             obs,
@@ -360,7 +379,10 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
             ok, why = donor_still_meets(obs, role, params.idle_headroom)
             if ok:
                 return Verdict(
-                    "idle_release", f"remove_{role}", smaller[0], smaller[1],
+                    "idle_release",
+                    f"remove_{role}",
+                    smaller[0],
+                    smaller[1],
                     f"release one {role}: {why} with {params.idle_headroom:.0%} headroom "
                     f"for {state.idle_streak} intervals",
                 ), state

@@ -10,12 +10,15 @@ from django.db.models import QuerySet
 from django.urls import reverse
 
 from rebalancing.models import Decision, PlannerConfig, PlannerMode, Rebalance, RebalanceState
+from rebalancing.observe import observation_from_snapshot
 from rebalancing.policy import Limits, Observation, Params
 
 
 def role_replicas(spec: dict[str, Any]) -> tuple[int, int]:
     roles = spec.get("roles") or {}
-    return int((roles.get("prefill") or {}).get("replicas", 0)), int((roles.get("decode") or {}).get("replicas", 0))
+    return int((roles.get("prefill") or {}).get("replicas", 0)), int(
+        (roles.get("decode") or {}).get("replicas", 0)
+    )
 
 
 def planner_config(topology: Any) -> PlannerConfig:
@@ -60,7 +63,9 @@ def busy_reason(topology: Any) -> str:
 
     running = active_rebalance(topology)
     if running is not None:
-        return f"rebalance #{running.pk} (to {running.target_prefill}P/{running.target_decode}D) is in progress"
+        return (
+            f"rebalance #{running.pk} (to {running.target_prefill}P/{running.target_decode}D) is in progress"
+        )
     deployment = Deployment.objects.filter(topology=topology, state__in=ACTIVE_STATES).first()
     if deployment is not None:
         return f"deployment #{deployment.pk} ({deployment.describe()}) is in progress"
@@ -69,49 +74,19 @@ def busy_reason(topology: Any) -> str:
     return ""
 
 
-def _ms(seconds: Any) -> float | None:
-    return float(seconds) * 1000 if isinstance(seconds, (int, float)) else None
-
-
 def observation(topology: Any, *, now: float | None = None) -> Observation:
     """What the planner sees now: the latest telemetry snapshot, the desired split, busy state."""
     from telemetry.selectors import latest_snapshot
 
-    now = time.time() if now is None else now
     prefill, decode = role_replicas(topology.spec)
-    snapshot = latest_snapshot(topology_id=topology.pk)
-    busy = busy_reason(topology)
-    if snapshot is None:
-        return Observation(
-            ts=now, prefill=prefill, decode=decode, ttft_p95_ms=None, tbt_p95_ms=None,
-            ttft_target_ms=float(topology.slo_ttft_ms), tbt_target_ms=float(topology.slo_tbt_ms),
-            stale=True, busy=busy,
-        )
-    roles = snapshot.get("roles") or {}
-    p_role: dict[str, Any] = dict(roles.get("prefill") or {})
-    d_role: dict[str, Any] = dict(roles.get("decode") or {})
-    slo = snapshot.get("slo") or {}
-    totals: dict[str, Any] = dict(snapshot.get("totals") or {})
-    down = [f"{link['prefill']} → {link['decode']}" for link in snapshot.get("links") or [] if link.get("state") == "down"]
-    ttft = slo.get("ttft_p95_ms")
-    tbt = slo.get("tbt_p95_ms")
-    return Observation(
-        ts=now,
+    return observation_from_snapshot(
+        latest_snapshot(topology_id=topology.pk),
         prefill=prefill,
         decode=decode,
-        ttft_p95_ms=float(ttft) if isinstance(ttft, (int, float)) else _ms(totals.get("ttft_p95")),
-        tbt_p95_ms=float(tbt) if isinstance(tbt, (int, float)) else _ms(totals.get("itl_p95")),
         ttft_target_ms=float(topology.slo_ttft_ms),
         tbt_target_ms=float(topology.slo_tbt_ms),
-        prefill_waiting=float(p_role.get("waiting") or 0.0),
-        decode_waiting=float(d_role.get("waiting") or 0.0),
-        prefill_kv_usage=p_role.get("kv_usage"),
-        decode_kv_usage=d_role.get("kv_usage"),
-        prompt_tps=totals.get("prompt_tps"),
-        gen_tps=totals.get("gen_tps"),
-        links_down=down,
-        stale=snapshot.get("health", {}).get("state") == "stale",
-        busy=busy,
+        busy=busy_reason(topology),
+        now=time.time() if now is None else now,
     )
 
 

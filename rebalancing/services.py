@@ -74,7 +74,9 @@ def clean_params(raw: Any) -> dict[str, Any]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise DomainError("params must be an object", fields={"params": ["send an object, e.g. {\"breach_intervals\": 3}"]})
+        raise DomainError(
+            "params must be an object", fields={"params": ['send an object, e.g. {"breach_intervals": 3}']}
+        )
     known = {f.name: f for f in fields(policy.Params)}
     out: dict[str, Any] = {}
     problems: dict[str, list[str]] = {}
@@ -111,10 +113,14 @@ def planner_config_set(
 ) -> PlannerConfig:
     """Set the planner's mode (off / advisory / auto), parameters and ratio constraint."""
     if mode not in PlannerMode.values:
-        raise DomainError(f"unknown planner mode {mode!r}", fields={"mode": [f"use one of {PlannerMode.values}"]})
+        raise DomainError(
+            f"unknown planner mode {mode!r}", fields={"mode": [f"use one of {PlannerMode.values}"]}
+        )
     for name, value in (("min_ratio", min_ratio), ("max_ratio", max_ratio)):
         if value is not None and not 0 < value <= 100:
-            raise DomainError(f"{name} out of range", fields={name: ["use a P:D ratio above 0 and at most 100"]})
+            raise DomainError(
+                f"{name} out of range", fields={name: ["use a P:D ratio above 0 and at most 100"]}
+            )
     if min_ratio is not None and max_ratio is not None and min_ratio > max_ratio:
         raise DomainError(
             "minRatio is above maxRatio", fields={"min_ratio": ["make min_ratio at most max_ratio"]}
@@ -186,7 +192,9 @@ def _create(
                 requested_by_label=_actor_label(actor),
             )
     except IntegrityError:
-        raise Conflict("another rebalance of this topology started at the same moment", code="rebalance_busy") from None
+        raise Conflict(
+            "another rebalance of this topology started at the same moment", code="rebalance_busy"
+        ) from None
     return rebalance
 
 
@@ -208,22 +216,32 @@ def rebalance_ratio_start(
     limits = selectors.topology_limits(locked)
     problems = target_problems(*current, prefill, decode, limits)
     if problems:
-        field, messages = next(iter(problems.items()))
-        raise DomainError(f"cannot set {prefill}P/{decode}D: {messages[0]}", code="ratio_refused", fields=problems)
+        messages = next(iter(problems.values()))
+        raise DomainError(
+            f"cannot set {prefill}P/{decode}D: {messages[0]}", code="ratio_refused", fields=problems
+        )
     _refuse_busy(locked)
     if kind != RebalanceKind.PLANNER:
         _refuse_unhealthy_links(locked)
     moves = [m.as_dict() for m in plan_moves(*current, prefill, decode, limits)]
     rebalance = _create(topology=locked, kind=kind, target=(prefill, decode), moves=moves, actor=actor)
     plan_text = ", then ".join(f"{m['role']} → {m['replicas']}" for m in moves)
-    _log(rebalance, f"Planned {current[0]}P/{current[1]}D → {prefill}P/{decode}D as {len(moves)} moves: {plan_text}")
+    _log(
+        rebalance,
+        f"Planned {current[0]}P/{current[1]}D → {prefill}P/{decode}D as {len(moves)} moves: {plan_text}",
+    )
     audit_record(
         action="rebalancing.ratio_start",
         actor=actor,
         target=locked,
         source_ip=source_ip,
-        detail={"rebalance": rebalance.pk, "prefill": prefill, "decode": decode, "moves": moves,
-                "text": f"rebalance to {prefill}P/{decode}D started by {rebalance.requested_by_label}"},
+        detail={
+            "rebalance": rebalance.pk,
+            "prefill": prefill,
+            "decode": decode,
+            "moves": moves,
+            "text": f"rebalance to {prefill}P/{decode}D started by {rebalance.requested_by_label}",
+        },
     )
     rebalance_advance(rebalance=rebalance)
     return rebalance
@@ -259,7 +277,11 @@ def rebalance_switch_start(
         raise DomainError(
             f"{instance} already serves {pods[instance]}",
             code="already_that_role",
-            fields={"target_role": [f"{instance} is a {pods[instance]} instance; switch it to {source_role} or pick another"]},
+            fields={
+                "target_role": [
+                    f"{instance} is a {pods[instance]} instance; switch it to {source_role} or pick another"
+                ]
+            },
         )
     target = (prefill + 1, decode - 1) if target_role == "prefill" else (prefill - 1, decode + 1)
     lo, _ = limits.bounds(source_role)
@@ -267,11 +289,17 @@ def rebalance_switch_start(
         raise DomainError(
             f"switching {instance} would leave {source_role} below its minimum of {max(1, lo)}",
             code="below_minimum",
-            fields={"instance": [f"raise rebalancing.{source_role}.min's headroom first: add a {source_role} instance"]},
+            fields={
+                "instance": [
+                    f"raise rebalancing.{source_role}.min's headroom first: add a {source_role} instance"
+                ]
+            },
         )
     problem = policy.split_problem(limits, *target)
     if problem:
-        raise DomainError(f"cannot switch {instance}: {problem}", code="switch_refused", fields={"target_role": [problem]})
+        raise DomainError(
+            f"cannot switch {instance}: {problem}", code="switch_refused", fields={"target_role": [problem]}
+        )
     path = switch_path(locked.engine, locked.kv_connector)
     grown = (prefill + 1, decode) if target_role == "prefill" else (prefill, decode + 1)
     if limits.cost(*grown) > limits.budget:
@@ -279,7 +307,11 @@ def rebalance_switch_start(
             f"no room in the budget of {limits.budget} accelerators for the new {target_role} instance "
             f"({path.reason}); the restart-based switch needs it Ready before {instance} is removed",
             code="budget_full",
-            fields={"instance": ["use set-the-ratio (it removes first at a full budget) or raise the accelerator budget"]},
+            fields={
+                "instance": [
+                    "use set-the-ratio (it removes first at a full budget) or raise the accelerator budget"
+                ]
+            },
         )
     victim = victim_problem(locked, instance, source_role, pods)
     if victim:
@@ -298,7 +330,8 @@ def rebalance_switch_start(
     )
     _log(
         rebalance,
-        f"Switch {instance} → {target_role}, restart-based ({path.reason}): add one {target_role}, wait until "
+        f"Switch {instance} → {target_role}, restart-based ({path.reason}): add one {target_role}, "
+        "wait until "
         f"it is Ready, then drain and remove {instance}",
     )
     audit_record(
@@ -306,8 +339,13 @@ def rebalance_switch_start(
         actor=actor,
         target=locked,
         source_ip=source_ip,
-        detail={"rebalance": rebalance.pk, "instance": instance, "target_role": target_role, "path": path.name,
-                "text": f"{instance} → {target_role} (restart-based) by {rebalance.requested_by_label}"},
+        detail={
+            "rebalance": rebalance.pk,
+            "instance": instance,
+            "target_role": target_role,
+            "path": path.name,
+            "text": f"{instance} → {target_role} (restart-based) by {rebalance.requested_by_label}",
+        },
     )
     rebalance_advance(rebalance=rebalance)
     return rebalance
@@ -319,10 +357,18 @@ def _pods_by_role(topology: Any) -> dict[str, str]:
     from kube.labels import ROLE, topology_selector
 
     try:
-        pods = kube.list_pods(cluster_connection(topology.cluster), topology.namespace, topology_selector(topology.pk))
+        pods = kube.list_pods(
+            cluster_connection(topology.cluster), topology.namespace, topology_selector(topology.pk)
+        )
     except kube.KubeError as error:
-        raise Conflict(f"the cluster cannot be asked for the topology's pods: {error}", code="cluster_unreachable") from None
-    return {p.name: p.labels.get(ROLE, "") for p in pods if not p.deletion_pending and p.labels.get(ROLE) in ("prefill", "decode")}
+        raise Conflict(
+            f"the cluster cannot be asked for the topology's pods: {error}", code="cluster_unreachable"
+        ) from None
+    return {
+        p.name: p.labels.get(ROLE, "")
+        for p in pods
+        if not p.deletion_pending and p.labels.get(ROLE) in ("prefill", "decode")
+    }
 
 
 @transaction.atomic
@@ -331,8 +377,10 @@ def rebalance_advance(*, rebalance: Rebalance) -> Rebalance:
     from deployments.models import ACTIVE_STATES, Deployment, State
     from deployments.services import topology_scale_start
 
-    locked = Rebalance.objects.select_for_update(of=("self",)).select_related("topology", "deployment").get(
-        pk=rebalance.pk
+    locked = (
+        Rebalance.objects.select_for_update(of=("self",))
+        .select_related("topology", "deployment")
+        .get(pk=rebalance.pk)
     )
     if not locked.is_active:
         return locked
@@ -342,8 +390,12 @@ def rebalance_advance(*, rebalance: Rebalance) -> Rebalance:
         if current.state in ACTIVE_STATES:
             return locked
         if current.state != State.SUCCEEDED:
-            return _finish(locked, ok=False, message=f"move {locked.next_move} ({current.describe()}) "
-                           f"{current.get_state_display().lower()}: {current.error or 'see the deployment'}")
+            return _finish(
+                locked,
+                ok=False,
+                message=f"move {locked.next_move} ({current.describe()}) "
+                f"{current.get_state_display().lower()}: {current.error or 'see the deployment'}",
+            )
         _log(locked, f"Move {locked.next_move}/{len(locked.moves)} done: {current.describe()} is Ready")
         locked.deployment = None
         locked.save(update_fields=["deployment"])
@@ -356,16 +408,22 @@ def rebalance_advance(*, rebalance: Rebalance) -> Rebalance:
             topology=topology, role=move["role"], replicas=int(move["replicas"]), actor=None, source_ip=None
         )
     except DomainError as error:
-        return _finish(locked, ok=False, message=f"move {locked.next_move + 1} could not start: {error.message}")
+        return _finish(
+            locked, ok=False, message=f"move {locked.next_move + 1} could not start: {error.message}"
+        )
     locked.deployment = deployment
     locked.deployments = [*locked.deployments, deployment.pk]
     locked.next_move += 1
     locked.save(update_fields=["deployment", "deployments", "next_move"])
     extra = ""
     if locked.kind == RebalanceKind.SWITCH_RESTART and move["role"] != locked.params.get("target_role"):
-        extra = f": {locked.params.get('instance')} stops taking requests, drains its in-flight ones, and is removed"
-    _log(locked, f"Move {locked.next_move}/{len(locked.moves)}: scale {move['role']} to {move['replicas']} "
-         f"(deployment #{deployment.pk}){extra}")
+        name = locked.params.get("instance")
+        extra = f": {name} stops taking requests, drains its in-flight ones, and is removed"
+    _log(
+        locked,
+        f"Move {locked.next_move}/{len(locked.moves)}: scale {move['role']} to {move['replicas']} "
+        f"(deployment #{deployment.pk}){extra}",
+    )
     from rebalancing.tasks import advance_rebalance
 
     advance_rebalance.apply_async_on_commit((locked.pk,), countdown=1)
@@ -392,7 +450,11 @@ def _finish(rebalance: Rebalance, *, ok: bool, message: str) -> Rebalance:
     audit_record(
         action="rebalancing.finished",
         target=rebalance.topology,
-        detail={"rebalance": rebalance.pk, "ok": ok, "text": f"rebalance {'done' if ok else 'failed'}: {message}"},
+        detail={
+            "rebalance": rebalance.pk,
+            "ok": ok,
+            "text": f"rebalance {'done' if ok else 'failed'}: {message}",
+        },
     )
     return rebalance
 
@@ -422,8 +484,12 @@ def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision
     elif verdict.acts:
         try:
             rebalance = rebalance_ratio_start(
-                topology=topology, prefill=verdict.prefill, decode=verdict.decode, actor=None,
-                source_ip=None, kind=RebalanceKind.PLANNER,
+                topology=topology,
+                prefill=verdict.prefill,
+                decode=verdict.decode,
+                actor=None,
+                source_ip=None,
+                kind=RebalanceKind.PLANNER,
             )
             outcome, detail = Outcome.STARTED, f"rebalance #{rebalance.pk} started"
             state = policy.after_move(state, verdict, now, state.last_move_seconds)
@@ -477,8 +543,15 @@ def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision
         )
     broadcast_on_commit(
         topology_group(topology.pk),
-        {"kind": "decision", "topology": topology.pk, "id": decision.pk, "rule": verdict.rule,
-         "action": verdict.action, "outcome": outcome, "text": verdict.explanation},
+        {
+            "kind": "decision",
+            "topology": topology.pk,
+            "id": decision.pk,
+            "rule": verdict.rule,
+            "action": verdict.action,
+            "outcome": outcome,
+            "text": verdict.explanation,
+        },
     )
     return decision
 

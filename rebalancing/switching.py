@@ -47,7 +47,8 @@ def switch_path(engine: str, connector: str) -> SwitchPath:
         )
     if engine == "vllm-ascend" and connector == "llm-datadist":
         return SwitchPath(
-            "restart", "vllm-ascend's LLM-DataDist connector never calls switch_role; kv_role is fixed at start-up",
+            "restart",
+            "vllm-ascend's LLM-DataDist connector never calls switch_role; kv_role is fixed at start-up",
             "",
         )
     return SwitchPath("restart", "vLLM sets kv_role at start-up", "")
@@ -62,6 +63,7 @@ def removable_instance(backend: str, role_pods: list[tuple[str, float]]) -> str 
     if not role_pods:
         return None
     if backend == "kthena":
+
         def ordinal(item: tuple[str, float]) -> int:
             found = _ORDINAL.search(item[0])
             return int(found.group(1)) if found else -1
@@ -76,9 +78,11 @@ def victim_problem(topology: Any, instance: str, role: str, pods: dict[str, str]
     from clusters.selectors import cluster_connection
     from kube.labels import ROLE, topology_selector
 
-    listed = kube.list_pods(cluster_connection(topology.cluster), topology.namespace, topology_selector(topology.pk))
+    listed = kube.list_pods(
+        cluster_connection(topology.cluster), topology.namespace, topology_selector(topology.pk)
+    )
     role_pods = [
-        (p.name, p.created.timestamp() if getattr(p, "created", None) else 0.0)
+        (p.name, p.created.timestamp() if p.created is not None else 0.0)
         for p in listed
         if p.labels.get(ROLE) == role and not p.deletion_pending
     ]

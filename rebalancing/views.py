@@ -65,7 +65,11 @@ def ratio_set(request: HttpRequest, pk: int) -> HttpResponse:
         return _back(pk)
     try:
         rebalance = services.rebalance_ratio_start(
-            topology=topology, prefill=prefill, decode=decode, actor=request.user, source_ip=client_ip(request)
+            topology=topology,
+            prefill=prefill,
+            decode=decode,
+            actor=request.user,
+            source_ip=client_ip(request),
         )
         messages.success(request, f"Rebalance #{rebalance.pk} to {prefill}P/{decode}D started.")
     except DomainError as error:
@@ -114,5 +118,11 @@ def whatif_page(request: HttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "rebalancing/whatif.html",
-        {"title": f"What-if: {topology.name}", "topology": topology, "window": window, "result": result, "error": error},
+        {
+            "title": f"What-if: {topology.name}",
+            "topology": topology,
+            "window": window,
+            "result": result,
+            "error": error,
+        },
     )

@@ -8,7 +8,9 @@ from rebalancing.models import Decision, PlannerConfig, PlannerMode, Rebalance
 
 
 class SwitchRoleInputSerializer(serializers.Serializer[dict[str, Any]]):
-    instance = serializers.CharField(max_length=253, help_text="The pod to switch, e.g. demo-0-decode-1-0.")
+    instance = serializers.CharField(  # type: ignore[assignment]
+        max_length=253, help_text="The pod to switch, e.g. demo-0-decode-1-0."
+    )
     target_role = serializers.ChoiceField(choices=["prefill", "decode"])
 
 
@@ -19,7 +21,9 @@ class RatioInputSerializer(serializers.Serializer[dict[str, Any]]):
 
 class PlannerSerializer(serializers.ModelSerializer[PlannerConfig]):
     mode = serializers.ChoiceField(choices=PlannerMode.choices)
-    params = serializers.DictField(required=False, default=dict, help_text="rebalancing.policy.Params overrides.")
+    params = serializers.DictField(
+        required=False, default=dict, help_text="rebalancing.policy.Params overrides."
+    )
     min_ratio = serializers.FloatField(required=False, allow_null=True, default=None)
     max_ratio = serializers.FloatField(required=False, allow_null=True, default=None)
     state = serializers.DictField(read_only=True)
@@ -34,9 +38,24 @@ class RebalanceSerializer(serializers.ModelSerializer[Rebalance]):
     class Meta:
         model = Rebalance
         fields = [
-            "id", "topology", "kind", "state", "from_prefill", "from_decode", "target_prefill", "target_decode",
-            "moves", "next_move", "deployment", "deployments", "params", "log", "requested_by_label", "error",
-            "created", "finished",
+            "id",
+            "topology",
+            "kind",
+            "state",
+            "from_prefill",
+            "from_decode",
+            "target_prefill",
+            "target_decode",
+            "moves",
+            "next_move",
+            "deployment",
+            "deployments",
+            "params",
+            "log",
+            "requested_by_label",
+            "error",
+            "created",
+            "finished",
         ]
 
 
@@ -44,14 +63,28 @@ class DecisionSerializer(serializers.ModelSerializer[Decision]):
     class Meta:
         model = Decision
         fields = [
-            "id", "created", "mode", "rule", "action", "from_prefill", "from_decode", "to_prefill", "to_decode",
-            "explanation", "inputs", "outcome", "outcome_detail", "rebalance",
+            "id",
+            "created",
+            "mode",
+            "rule",
+            "action",
+            "from_prefill",
+            "from_decode",
+            "to_prefill",
+            "to_decode",
+            "explanation",
+            "inputs",
+            "outcome",
+            "outcome_detail",
+            "rebalance",
         ]
 
 
 class WhatIfInputSerializer(serializers.Serializer[dict[str, Any]]):
     window_seconds = serializers.IntegerField(min_value=60, max_value=24 * 3600, default=3600)
-    end = serializers.FloatField(required=False, allow_null=True, default=None, help_text="Unix time; default now.")
+    end = serializers.FloatField(
+        required=False, allow_null=True, default=None, help_text="Unix time; default now."
+    )
 
 
 class WhatIfSplitSerializer(serializers.Serializer[dict[str, Any]]):

@@ -61,7 +61,7 @@ class TopologySwitchRole(_OnTopology):
 
 @extend_schema(request=RatioInputSerializer, responses={202: RebalanceSerializer})
 class TopologyRatio(_OnTopology):
-    """Set replicas per role within the budget; Tandem plans one-at-a-time moves and runs them as scale jobs."""
+    """Set replicas per role within the budget; Tandem plans one-at-a-time moves, each run as a scale job."""
 
     def post(self, request: Request, pk: int) -> Response:
         topology = self.topology(pk)

@@ -53,11 +53,18 @@ def snapshot():
     def put(topology, *, ttft_ms=None, tbt_ms=None, prefill_waiting=0.0, links=None):
         snap = empty_snapshot(topology.pk, time.time(), 2.0, "test")
         snap["health"] = {"state": "healthy", "reasons": []}
-        snap["slo"] = {"ttft_ms": 1500, "tbt_ms": 50, "ttft_p95_ms": ttft_ms, "tbt_p95_ms": tbt_ms,
-                       "state": "violated" if (ttft_ms or 0) > 1500 else "ok"}
+        snap["slo"] = {
+            "ttft_ms": 1500,
+            "tbt_ms": 50,
+            "ttft_p95_ms": ttft_ms,
+            "tbt_p95_ms": tbt_ms,
+            "state": "violated" if (ttft_ms or 0) > 1500 else "ok",
+        }
         role = dict(snap["totals"])
-        snap["roles"] = {"prefill": {**role, "pods": 1, "ready": 1, "waiting": prefill_waiting},
-                         "decode": {**role, "pods": 1, "ready": 1}}
+        snap["roles"] = {
+            "prefill": {**role, "pods": 1, "ready": 1, "waiting": prefill_waiting},
+            "decode": {**role, "pods": 1, "ready": 1},
+        }
         snap["links"] = links or []
         cache.set_snapshot(snap)
         LatestSnapshot.objects.update_or_create(
@@ -88,7 +95,9 @@ def sandbox_topology(lab, operator):
     from topologies.services import topology_create
 
     def make(**kw):
-        return topology_create(cluster=lab, spec=_spec(namespace=f"r{uuid.uuid4().hex[:8]}", **kw), actor=operator)
+        return topology_create(
+            cluster=lab, spec=_spec(namespace=f"r{uuid.uuid4().hex[:8]}", **kw), actor=operator
+        )
 
     return make
 

@@ -11,8 +11,15 @@ from rebalancing.services import planner_config_set, planner_tick
 
 
 def _planner(topology, operator, mode, **params):
-    return planner_config_set(topology=topology, mode=mode, params={"breach_intervals": 2, **params},
-                              min_ratio=None, max_ratio=None, actor=operator, source_ip=None)
+    return planner_config_set(
+        topology=topology,
+        mode=mode,
+        params={"breach_intervals": 2, **params},
+        min_ratio=None,
+        max_ratio=None,
+        actor=operator,
+        source_ip=None,
+    )
 
 
 def _ticks(config, count, start=None):
@@ -69,8 +76,18 @@ def test_links_down_nothing_moves_and_the_decision_says_why(make_topology, snaps
 
     topology = make_topology(budget=3)
     config = _planner(topology, operator, PlannerMode.AUTO)
-    link = {"prefill": "p-0", "decode": "d-0", "state": "down", "status_code": "LLM_WAIT_PROCESS_TIMEOUT",
-            "xfer_p50_ms": None, "xfer_p95_ms": None, "bytes_per_s": None, "transfers": 0, "failed": 3, "reason": "x"}
+    link = {
+        "prefill": "p-0",
+        "decode": "d-0",
+        "state": "down",
+        "status_code": "LLM_WAIT_PROCESS_TIMEOUT",
+        "xfer_p50_ms": None,
+        "xfer_p95_ms": None,
+        "bytes_per_s": None,
+        "transfers": 0,
+        "failed": 3,
+        "reason": "x",
+    }
     snapshot(topology, ttft_ms=2400, tbt_ms=20, links=[link])
     _ticks(config, 4)
     decisions = list(Decision.objects.filter(topology=topology))

@@ -8,8 +8,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.engine import links as L
 from sandbox.engine import clock
+from sandbox.engine import links as L
 from sandbox.engine.config import PerfConfig, api_key
 from sandbox.engine.faults import FaultSet
 from sandbox.engine.metrics import EngineStats, Gauges, render

@@ -129,7 +129,9 @@ class SimCluster:
         engine = SimEngine(f"sim/{name}", "10.0.0.1", 10000 + index, spec, {}, self.cfg, self._lookup, None)
         self.by_address[engine.address] = engine
         self.by_address[name] = engine
-        instance = Instance(engine, role, "loading" if load_seconds > 0 else "ready", clock.now() + load_seconds)
+        instance = Instance(
+            engine, role, "loading" if load_seconds > 0 else "ready", clock.now() + load_seconds
+        )
         self.instances[name] = instance
         return instance
 
@@ -179,8 +181,12 @@ class SimCluster:
         try:
             while (self.count("prefill"), self.count("decode")) != target:
                 p, d = self.count("prefill"), self.count("decode")
-                grow = [r for r, cur, tgt in (("prefill", p, target[0]), ("decode", d, target[1])) if cur < tgt]
-                shrink = [r for r, cur, tgt in (("prefill", p, target[0]), ("decode", d, target[1])) if cur > tgt]
+                grow = [
+                    r for r, cur, tgt in (("prefill", p, target[0]), ("decode", d, target[1])) if cur < tgt
+                ]
+                shrink = [
+                    r for r, cur, tgt in (("prefill", p, target[0]), ("decode", d, target[1])) if cur > tgt
+                ]
                 if grow and len(self.instances) < self.budget:
                     await self._add(grow[0])
                 elif shrink:
@@ -213,7 +219,9 @@ class SimCluster:
         prefills = [(i.engine.name, GROUP) for i in self.ready("prefill")]
         decodes = [(i.engine.name, GROUP) for i in self.ready("decode")]
         self.turn += 1
-        choice = choose(prefills, decodes, [], hashes[:AFFINITY_BLOCKS], self.affinity, self.inflight, set(), self.turn)
+        choice = choose(
+            prefills, decodes, [], hashes[:AFFINITY_BLOCKS], self.affinity, self.inflight, set(), self.turn
+        )
         if choice is None or choice.prefill is None:
             outcome.error = "no_route"
             return outcome
@@ -222,8 +230,12 @@ class SimCluster:
         prefill = self.instances[choice.prefill].engine
         decode = self.instances[choice.decode].engine
         first = Sequence(
-            request_id=prefill.new_request_id("req"), prompt_len=req.prompt_len, hashes=hashes,
-            output_len=1, prefill_only=True, arrival=arrival,
+            request_id=prefill.new_request_id("req"),
+            prompt_len=req.prompt_len,
+            hashes=hashes,
+            output_len=1,
+            prefill_only=True,
+            arrival=arrival,
         )
         self.inflight[prefill.name] += 1
         prefill.inflight += 1
@@ -237,12 +249,18 @@ class SimCluster:
             outcome.error = first.error or "prefill aborted"
             return outcome
         params = {
-            "do_remote_prefill": True, "remote_engine_id": prefill.name, "remote_host": prefill.ip,
-            "remote_port": prefill.port, "request_id": first.request_id,
+            "do_remote_prefill": True,
+            "remote_engine_id": prefill.name,
+            "remote_host": prefill.ip,
+            "remote_port": prefill.port,
+            "request_id": first.request_id,
         }
         second = Sequence(
-            request_id=decode.new_request_id("req"), prompt_len=req.prompt_len, hashes=hashes,
-            output_len=req.output_len, remote=params,
+            request_id=decode.new_request_id("req"),
+            prompt_len=req.prompt_len,
+            hashes=hashes,
+            output_len=req.output_len,
+            remote=params,
         )
         self.inflight[decode.name] += 1
         decode.inflight += 1
@@ -295,7 +313,7 @@ class SimCluster:
         self._last_tokens = (prompt, gen)
         decodes = [i for i in self.instances.values() if i.role == "decode" and i.state == "ready"]
         return ClusterView(
-            ts=now(),
+            ts=clock.now(),
             prefill=self.count("prefill"),
             decode=self.count("decode"),
             ready_prefill=len(self.ready("prefill")),
@@ -305,14 +323,18 @@ class SimCluster:
             tbt_p95_ms=quantile(tbts, 0.95) if tbts else None,
             prefill_waiting=float(sum(i.engine.scheduler.num_waiting for i in self.ready("prefill"))),
             decode_waiting=float(sum(i.engine.scheduler.num_waiting for i in decodes)),
-            decode_kv_usage=sum(i.engine.scheduler.kv_usage for i in decodes) / len(decodes) if decodes else None,
+            decode_kv_usage=sum(i.engine.scheduler.kv_usage for i in decodes) / len(decodes)
+            if decodes
+            else None,
             prompt_tps=max(0, prompt - last_prompt) / interval,
             gen_tps=max(0, gen - last_gen) / interval,
             finished=len(window),
         )
 
     # --- a run ----------------------------------------------------------------------------------
-    async def run(self, trace: list[SimRequest], controller: Controller | None = None, tick: float = 5.0) -> None:
+    async def run(
+        self, trace: list[SimRequest], controller: Controller | None = None, tick: float = 5.0
+    ) -> None:
         for role, count in (("prefill", self.initial[0]), ("decode", self.initial[1])):
             for _ in range(count):
                 self._spawn(role, 0.0)

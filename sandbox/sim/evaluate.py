@@ -70,6 +70,8 @@ def trace_from_buckets(buckets: Sequence[Bucket], scale: float = 1.0, seed: int 
             continue
         t = bucket.start + rng.expovariate(rate)
         while t < bucket.start + bucket.seconds:
-            out.append(SimRequest(at=t, prompt_len=max(1, bucket.prompt_len), output_len=max(1, bucket.output_len)))
+            out.append(
+                SimRequest(at=t, prompt_len=max(1, bucket.prompt_len), output_len=max(1, bucket.output_len))
+            )
             t += rng.expovariate(rate)
     return out
