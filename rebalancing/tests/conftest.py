@@ -17,13 +17,17 @@ def cluster(db):
     return Cluster.objects.create(name="lab", auth_method="token", server="http://127.0.0.1:9")
 
 
-def _spec(budget: int = 4, replicas: tuple[int, int] = (1, 1), namespace: str = "default"):
+def _spec(
+    budget: int = 4, replicas: tuple[int, int] = (1, 1), namespace: str = "default", env: dict | None = None
+):
     from topologies.presets import preset_spec
 
     spec = preset_spec("qwen-gpu-nixl", namespace=namespace)
     spec["roles"]["prefill"]["replicas"], spec["roles"]["decode"]["replicas"] = replicas
     spec["rebalancing"]["accelerator_budget"] = budget
     spec["slo"] = {"ttft_ms": 1500, "tbt_ms": 50}
+    for role in ("prefill", "decode"):
+        spec["roles"][role]["env"] = {**spec["roles"][role].get("env", {}), **(env or {})}
     return spec
 
 
