@@ -243,8 +243,7 @@ def rebalance_ratio_start(
             "text": f"rebalance to {prefill}P/{decode}D started by {rebalance.requested_by_label}",
         },
     )
-    rebalance_advance(rebalance=rebalance)
-    return rebalance
+    return rebalance_advance(rebalance=rebalance)
 
 
 @transaction.atomic
@@ -347,8 +346,7 @@ def rebalance_switch_start(
             "text": f"{instance} → {target_role} (restart-based) by {rebalance.requested_by_label}",
         },
     )
-    rebalance_advance(rebalance=rebalance)
-    return rebalance
+    return rebalance_advance(rebalance=rebalance)
 
 
 def _pods_by_role(topology: Any) -> dict[str, str]:

@@ -22,7 +22,7 @@ def _spec(
 ):
     from topologies.presets import preset_spec
 
-    spec = preset_spec("qwen-gpu-nixl", namespace=namespace)
+    spec = preset_spec("qwen-gpu-nixl", namespace=namespace, name=f"t{uuid.uuid4().hex[:8]}")
     spec["roles"]["prefill"]["replicas"], spec["roles"]["decode"]["replicas"] = replicas
     spec["rebalancing"]["accelerator_budget"] = budget
     spec["slo"] = {"ttft_ms": 1500, "tbt_ms": 50}
@@ -36,7 +36,10 @@ def make_topology(db, cluster, operator):
     from topologies.services import topology_create
 
     def make(*, on=None, deployed: bool = True, **kw):
+        from telemetry import cache
+
         topology = topology_create(cluster=on or cluster, spec=_spec(**kw), actor=operator)
+        cache.forget(topology.pk)  # ids restart with each test database; Redis outlives it
         if deployed:
             from topologies.models import Topology
 
@@ -53,6 +56,8 @@ def snapshot():
     from telemetry import cache
     from telemetry.models import LatestSnapshot
     from telemetry.snapshot import empty_snapshot
+
+    stored: list[int] = []
 
     def put(topology, *, ttft_ms=None, tbt_ms=None, prefill_waiting=0.0, links=None):
         snap = empty_snapshot(topology.pk, time.time(), 2.0, "test")
@@ -71,12 +76,15 @@ def snapshot():
         }
         snap["links"] = links or []
         cache.set_snapshot(snap)
+        stored.append(topology.pk)
         LatestSnapshot.objects.update_or_create(
             topology_id=topology.pk, defaults={"ts": timezone.now(), "data": snap}
         )
         return snap
 
-    return put
+    yield put
+    for pk in stored:
+        cache.forget(pk)
 
 
 @pytest.fixture(scope="package")

@@ -80,7 +80,9 @@ def test_refusals_say_why(sandbox_topology, operator, conn):
     assert "outside the rebalancing bounds 1..3" in bounds.value.fields["prefill"][0]
     decode = roles(conn, topology)["decode"][0]
     with pytest.raises(DomainError) as minimum:
-        rebalance_switch_start(topology=topology, instance=decode, target_role="prefill", actor=operator, source_ip=None)
+        rebalance_switch_start(
+            topology=topology, instance=decode, target_role="prefill", actor=operator, source_ip=None
+        )
     assert minimum.value.code == "below_minimum"
     running = rebalance_ratio_start(topology=topology, prefill=2, decode=1, actor=operator, source_ip=None)
     with pytest.raises(DomainError) as busy:
@@ -105,7 +107,11 @@ def test_a_restart_based_switch_under_load_fails_no_request(sandbox_topology, op
     victim = before["decode"][-1]
     with pytest.raises(DomainError) as wrong:
         rebalance_switch_start(
-            topology=topology, instance=before["decode"][0], target_role="prefill", actor=operator, source_ip=None
+            topology=topology,
+            instance=before["decode"][0],
+            target_role="prefill",
+            actor=operator,
+            source_ip=None,
         )
     assert wrong.value.code == "instance_not_removable" and victim in wrong.value.message
 
@@ -113,7 +119,9 @@ def test_a_restart_based_switch_under_load_fails_no_request(sandbox_topology, op
     reports = []
     load = threading.Thread(
         target=lambda: reports.append(
-            asyncio.run(run_load(url, topology.model_name, rate=4, duration=14, prompt_tokens=64, max_tokens=24))
+            asyncio.run(
+                run_load(url, topology.model_name, rate=4, duration=14, prompt_tokens=64, max_tokens=24)
+            )
         ),
         daemon=True,
     )
@@ -133,4 +141,6 @@ def test_a_restart_based_switch_under_load_fails_no_request(sandbox_topology, op
     assert first.finished <= second.created, "the old instance was removed before the new one was Ready"
     messages = [step["message"] for step in done.log]
     assert any("restart-based" in m and "vLLM sets kv_role at start-up" in m for m in messages)
-    assert any(f"{victim} stops taking requests, drains its in-flight ones, and is removed" in m for m in messages)
+    assert any(
+        f"{victim} stops taking requests, drains its in-flight ones, and is removed" in m for m in messages
+    )

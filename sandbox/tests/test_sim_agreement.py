@@ -34,14 +34,24 @@ async def test_simulator_and_real_time_sandbox_agree_on_ttft_and_itl():
     workload = Workload(rate=RATE, duration=DURATION, prompt_tokens=PROMPT, max_tokens=MAX_TOKENS)
     async with PDStack(prefill=1, decode=1, env={"SANDBOX_TIME_SCALE": str(SCALE)}) as stack:
         real = await run_load(
-            stack.router_url, "sim-model", rate=RATE, duration=DURATION, prompt_tokens=PROMPT,
-            max_tokens=MAX_TOKENS, chat=False,
+            stack.router_url,
+            "sim-model",
+            rate=RATE,
+            duration=DURATION,
+            prompt_tokens=PROMPT,
+            max_tokens=MAX_TOKENS,
+            chat=False,
         )
     assert real.failed == 0, real.errors
-    trace = [SimRequest(at=r.at, prompt_len=count_tokens(r.prompt), output_len=r.max_tokens) for r in plan(workload)]
+    trace = [
+        SimRequest(at=r.at, prompt_len=count_tokens(r.prompt), output_len=r.max_tokens)
+        for r in plan(workload)
+    ]
     started = time.perf_counter()
     # Its own thread: the simulator runs its own (virtual-clock) event loop.
-    cluster = await asyncio.to_thread(run_trace, trace, 1, 1, cfg=PerfConfig(time_scale=SCALE), keep_gaps=True)
+    cluster = await asyncio.to_thread(
+        run_trace, trace, 1, 1, cfg=PerfConfig(time_scale=SCALE), keep_gaps=True
+    )
     wall = time.perf_counter() - started
     ok = [o for o in cluster.outcomes if o.ok]
     assert len(ok) == len(trace) == real.sent
