@@ -206,6 +206,9 @@ def donor_still_meets(obs: Observation, donor: str, headroom: float) -> tuple[bo
         label = "ITL p95"
     if observed is None:
         return False, f"{donor} {label} has no data"
+    waiting = obs.prefill_waiting if donor == "prefill" else obs.decode_waiting
+    if waiting / (count - 1) > 1.0:
+        return False, f"{waiting:.0f} requests wait on {donor}; {count - 1} instances would queue them longer"
     predicted = observed * scale
     if predicted > headroom * target:
         return False, (

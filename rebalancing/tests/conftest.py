@@ -18,14 +18,18 @@ def cluster(db):
 
 
 def _spec(
-    budget: int = 4, replicas: tuple[int, int] = (1, 1), namespace: str = "default", env: dict | None = None
+    budget: int = 4,
+    replicas: tuple[int, int] = (1, 1),
+    namespace: str = "default",
+    env: dict | None = None,
+    slo: tuple[int, int] = (1500, 50),
 ):
     from topologies.presets import preset_spec
 
     spec = preset_spec("qwen-gpu-nixl", namespace=namespace, name=f"t{uuid.uuid4().hex[:8]}")
     spec["roles"]["prefill"]["replicas"], spec["roles"]["decode"]["replicas"] = replicas
     spec["rebalancing"]["accelerator_budget"] = budget
-    spec["slo"] = {"ttft_ms": 1500, "tbt_ms": 50}
+    spec["slo"] = {"ttft_ms": slo[0], "tbt_ms": slo[1]}
     for role in ("prefill", "decode"):
         spec["roles"][role]["env"] = {**spec["roles"][role].get("env", {}), **(env or {})}
     return spec

@@ -94,8 +94,10 @@ class SimCluster:
         model_load_seconds: float = 30.0,
         drain_timeout: float = 120.0,
         keep_gaps: bool = False,
+        retry_attempts: int = 2,
     ) -> None:
         self.cfg = cfg or PerfConfig()
+        self.retry_attempts = retry_attempts
         self.initial = (prefill, decode)
         self.budget = budget if budget is not None else prefill + decode
         self.model_load_seconds = model_load_seconds
@@ -168,9 +170,9 @@ class SimCluster:
             if engine.inflight == 0 and engine.scheduler.idle() and not engine.scheduler.held:
                 break
             await asyncio.sleep(0.1)
-        busy = engine.inflight
-        await engine.scheduler.close()
-        self.failed_by_rebalancing += busy
+        decoding = sum(1 for s in engine.scheduler.running if s.state == "decode" and not s.prefill_only)
+        await engine.scheduler.close()  # queued prefills fail over to other pods; streamed answers are lost
+        self.failed_by_rebalancing += decoding
         del self.instances[engine.name]
         self.by_address.pop(engine.address, None)
         self.by_address.pop(engine.name, None)
@@ -216,38 +218,52 @@ class SimCluster:
     async def serve(self, req: SimRequest, arrival: float) -> Outcome:
         outcome = Outcome(at=req.at, kind=req.kind, ok=False)
         hashes = self._hashes(req)
-        prefills = [(i.engine.name, GROUP) for i in self.ready("prefill")]
-        decodes = [(i.engine.name, GROUP) for i in self.ready("decode")]
-        self.turn += 1
-        choice = choose(
-            prefills, decodes, [], hashes[:AFFINITY_BLOCKS], self.affinity, self.inflight, set(), self.turn
-        )
-        if choice is None or choice.prefill is None:
-            outcome.error = "no_route"
-            return outcome
-        if not choice.affinity_hit:
-            self.affinity.remember(hashes[:AFFINITY_BLOCKS], choice.prefill)
-        prefill = self.instances[choice.prefill].engine
-        decode = self.instances[choice.decode].engine
-        first = Sequence(
-            request_id=prefill.new_request_id("req"),
-            prompt_len=req.prompt_len,
-            hashes=hashes,
-            output_len=1,
-            prefill_only=True,
-            arrival=arrival,
-        )
-        self.inflight[prefill.name] += 1
-        prefill.inflight += 1
-        try:
-            prefill.scheduler.submit(first)
-            await self._wait(first)
-        finally:
-            self.inflight[prefill.name] -= 1
-            prefill.inflight -= 1
-        if first.finish_reason == "abort":
+        exclude: set[str] = set()
+        # Like the sandbox's router: a failed prefill (nothing streamed yet) is retried on other pods.
+        for _attempt in range(1 + self.retry_attempts):
+            prefills = [(i.engine.name, GROUP) for i in self.ready("prefill")]
+            decodes = [(i.engine.name, GROUP) for i in self.ready("decode")]
+            self.turn += 1
+            choice = choose(
+                prefills,
+                decodes,
+                [],
+                hashes[:AFFINITY_BLOCKS],
+                self.affinity,
+                self.inflight,
+                exclude,
+                self.turn,
+            )
+            if choice is None or choice.prefill is None:
+                outcome.error = "no_route"
+                return outcome
+            if not choice.affinity_hit:
+                self.affinity.remember(hashes[:AFFINITY_BLOCKS], choice.prefill)
+            prefill = self.instances[choice.prefill].engine
+            decode = self.instances[choice.decode].engine
+            first = Sequence(
+                request_id=prefill.new_request_id("req"),
+                prompt_len=req.prompt_len,
+                hashes=hashes,
+                output_len=1,
+                prefill_only=True,
+                arrival=arrival,
+            )
+            self.inflight[prefill.name] += 1
+            prefill.inflight += 1
+            try:
+                prefill.scheduler.submit(first)
+                await self._wait(first)
+            finally:
+                self.inflight[prefill.name] -= 1
+                prefill.inflight -= 1
+            if first.finish_reason != "abort":
+                break
             outcome.error = first.error or "prefill aborted"
+            exclude.add(prefill.name)
+        else:
             return outcome
+        outcome.error = None
         params = {
             "do_remote_prefill": True,
             "remote_engine_id": prefill.name,
