@@ -266,6 +266,7 @@ SPECTACULAR_SETTINGS = {
         "DeploymentStateEnum": "deployments.models.State",
         "DeploymentKindEnum": "deployments.models.Kind",
         "TelemetryEventKindEnum": "telemetry.snapshot.EVENT_KINDS",
+        "PdRoleEnum": "deployments.services.ROLES",
     },
 }
 
