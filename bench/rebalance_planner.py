@@ -52,7 +52,8 @@ def _poisson(rng: random.Random, t0: float, t1: float, rate: float) -> list[floa
 
 
 def w1(scale: float, duration: float, seed: int = 1) -> list[SimRequest]:
-    """Mix shift: 2-minute phases alternating chat (1k/300, a shared 512-token prefix) and RAG (8k/200)."""
+    """Mix shift: 2-minute phases alternating chat (12 req/s, 1k/300, a shared 512-token prefix) and RAG
+    (4 req/s, 8k/200), × scale."""
     rng = random.Random(seed)
     out: list[SimRequest] = []
     phase = 120.0
@@ -60,7 +61,7 @@ def w1(scale: float, duration: float, seed: int = 1) -> list[SimRequest]:
     index = 0
     while t < duration:
         rag = index % 2 == 1
-        rate = (1.6 if rag else 4.0) * scale
+        rate = (4.0 if rag else 12.0) * scale
         for at in _poisson(rng, t, min(duration, t + phase), rate):
             if rag:
                 out.append(SimRequest(at, int(rng.gauss(8000, 600)), int(rng.gauss(200, 30)), kind="rag"))
@@ -110,7 +111,7 @@ def w3(scale: float, duration: float, seed: int = 3) -> list[SimRequest]:
 
 WORKLOADS = {"W1": w1, "W2": w2, "W3": w3}
 SCALES = {
-    "W1": (0.5, 0.75, 1.0, 1.25, 1.5, 2.0),
+    "W1": (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5),
     "W2": (0.5, 0.75, 1.0),
     "W3": (1.0, 1.5, 2.0),
 }
@@ -350,7 +351,10 @@ def main() -> None:
     jobs = [(w, p, args.duration, args.model_load) for w in args.workloads.split(",") for p in policies]
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        rows = list(pool.map(evaluate, jobs))
+        rows = []
+        for row in pool.map(evaluate, jobs):
+            rows.append(row)
+            print(f"  done {row.workload} {row.policy} in {row.wall:.0f} s", file=sys.stderr, flush=True)
     print(
         f"budget {BUDGET} instances, SLO TTFT ≤ {TTFT_MS:g} ms and TBT ≤ {TBT_MS:g} ms, {args.duration:g} s "
         f"simulated per run, model load {args.model_load:g} s, tick {TICK:g} s; "
