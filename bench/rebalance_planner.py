@@ -178,6 +178,7 @@ class Tandem:
             prompt_tps=view.prompt_tps,
             gen_tps=view.gen_tps,
             busy="a move is in progress" if view.busy else "",
+            prefill_ttft_p95_ms=view.prefill_ttft_p95_ms,
         )
         breached = (obs.ttft_p95_ms or 0) > TTFT_MS or (obs.tbt_p95_ms or 0) > TBT_MS
         if breached and self.breach_since is None:

@@ -63,4 +63,5 @@ def observation_from_snapshot(
         links_down=down,
         stale=(snapshot.get("health") or {}).get("state") == "stale",
         busy=busy,
+        prefill_ttft_p95_ms=_ms(p_role.get("ttft_p95")),
     )

@@ -92,6 +92,7 @@ class Observation:
     links_down: list[str] = field(default_factory=list)
     stale: bool = False
     busy: str = ""  # why a move cannot start now ("" when free)
+    prefill_ttft_p95_ms: float | None = None  # the prefill role's own share (its queue + compute)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -111,6 +112,7 @@ class Observation:
             "links_down": list(self.links_down),
             "stale": self.stale,
             "busy": self.busy,
+            "prefill_ttft_p95_ms": self.prefill_ttft_p95_ms,
         }
 
 
@@ -180,14 +182,26 @@ def cooldown_for(params: Params, state: State) -> float:
     )
 
 
+def _queued(obs: Observation, role: str, params: Params) -> bool:
+    count = obs.prefill if role == "prefill" else obs.decode
+    waiting = obs.prefill_waiting if role == "prefill" else obs.decode_waiting
+    return count > 0 and waiting / count > params.queue_per_instance
+
+
 def ttft_pressure(obs: Observation, params: Params) -> bool:
-    if obs.ttft_p95_ms is not None and obs.ttft_p95_ms > obs.ttft_target_ms:
+    """Prefill is short: its queue is long, or TTFT misses its target and the delay is not decode's queue."""
+    if _queued(obs, "prefill", params):
         return True
-    return obs.prefill > 0 and obs.prefill_waiting / obs.prefill > params.queue_per_instance
+    if obs.ttft_p95_ms is None or obs.ttft_p95_ms <= obs.ttft_target_ms:
+        return False
+    return not _queued(obs, "decode", params)
 
 
 def tbt_pressure(obs: Observation, params: Params) -> bool:
+    """Decode is short: ITL misses its target, its KV cache is nearly full, or requests queue before it."""
     if obs.tbt_p95_ms is not None and obs.tbt_p95_ms > obs.tbt_target_ms:
+        return True
+    if _queued(obs, "decode", params):
         return True
     return obs.decode_kv_usage is not None and obs.decode_kv_usage > params.kv_usage_high
 
@@ -199,7 +213,8 @@ def donor_still_meets(obs: Observation, donor: str, headroom: float) -> tuple[bo
         return False, f"{donor} has a single instance"
     scale = count / (count - 1)
     if donor == "prefill":
-        observed, target = obs.ttft_p95_ms, obs.ttft_target_ms
+        own = obs.prefill_ttft_p95_ms
+        observed, target = (own if own is not None else obs.ttft_p95_ms), obs.ttft_target_ms
         label = "TTFT p95"
     else:
         observed, target = obs.tbt_p95_ms, obs.tbt_target_ms
@@ -276,7 +291,11 @@ def _breach_text(obs: Observation, role: str, streak: int, params: Params) -> st
                 f"{obs.prefill_waiting:.0f} requests waiting on {obs.prefill} prefill"
             ]
     else:
-        parts = [f"ITL p95 {_ms(obs.tbt_p95_ms)} > {_ms(obs.tbt_target_ms)} target"]
+        parts = [f"ITL p95 {_ms(obs.tbt_p95_ms)} (target {_ms(obs.tbt_target_ms)})"]
+        if obs.tbt_p95_ms is not None and obs.tbt_p95_ms > obs.tbt_target_ms:
+            parts = [f"ITL p95 {_ms(obs.tbt_p95_ms)} > {_ms(obs.tbt_target_ms)} target"]
+        if _queued(obs, "decode", params):
+            parts.append(f"{obs.decode_waiting:.0f} requests waiting on {obs.decode} decode")
         if obs.decode_kv_usage is not None and obs.decode_kv_usage > params.kv_usage_high:
             parts.append(f"decode KV usage {obs.decode_kv_usage:.0%}")
     return f"{', '.join(parts)} for {streak} intervals"

@@ -47,6 +47,7 @@ class Outcome:
     ok: bool
     error: str | None = None
     ttft: float | None = None  # seconds from the request's arrival
+    prefill_ttft: float | None = None  # seconds from arrival to the prefill instance's first token
     tbt: float | None = None  # mean time between tokens
     gaps: list[float] = field(default_factory=list)  # each token gap as a streaming client sees it
     finished: float = 0.0
@@ -64,6 +65,7 @@ class ClusterView:
     busy: bool
     ttft_p95_ms: float | None
     tbt_p95_ms: float | None
+    prefill_ttft_p95_ms: float | None
     prefill_waiting: float
     decode_waiting: float
     decode_kv_usage: float | None
@@ -264,6 +266,8 @@ class SimCluster:
         else:
             return outcome
         outcome.error = None
+        if first.first_token_at is not None:
+            outcome.prefill_ttft = first.first_token_at - arrival
         params = {
             "do_remote_prefill": True,
             "remote_engine_id": prefill.name,
@@ -323,6 +327,7 @@ class SimCluster:
         window, self._window = self._window, []
         ttfts = [o.ttft * 1000 for o in window if o.ttft is not None]
         tbts = [o.tbt * 1000 for o in window if o.tbt is not None]
+        own = [o.prefill_ttft * 1000 for o in window if o.prefill_ttft is not None]
         prompt = sum(i.engine.stats.prompt_tokens for i in self.instances.values() if i.role == "prefill")
         gen = sum(i.engine.stats.generation_tokens for i in self.instances.values() if i.role == "decode")
         last_prompt, last_gen = self._last_tokens
@@ -337,6 +342,7 @@ class SimCluster:
             busy=self.busy,
             ttft_p95_ms=quantile(ttfts, 0.95) if ttfts else None,
             tbt_p95_ms=quantile(tbts, 0.95) if tbts else None,
+            prefill_ttft_p95_ms=quantile(own, 0.95) if own else None,
             prefill_waiting=float(sum(i.engine.scheduler.num_waiting for i in self.ready("prefill"))),
             decode_waiting=float(sum(i.engine.scheduler.num_waiting for i in decodes)),
             decode_kv_usage=sum(i.engine.scheduler.kv_usage for i in decodes) / len(decodes)
