@@ -127,3 +127,22 @@ def test_target_problems_name_the_field_and_the_fix():
     assert "over the budget of 8" in target_problems(4, 4, 5, 5, LIMITS)["prefill"][0]
     assert "already runs" in target_problems(4, 4, 4, 4, LIMITS)["prefill"][0]
     assert target_problems(4, 4, 5, 3, LIMITS) == {}
+
+
+def test_a_ttft_breach_from_requests_queued_before_decode_grows_decode():
+    verdicts, _ = run(
+        [obs(ts=5 * i, prefill=2, decode=2, ttft=2400, tbt=20, decode_waiting=30) for i in range(3)]
+    )
+    assert verdicts[-1].action == "add_decode", verdicts[-1]
+    assert "30 requests waiting on 2 decode" in verdicts[-1].explanation
+
+
+def test_the_prefill_donor_is_judged_by_its_own_share_of_ttft():
+    # End-to-end TTFT is high because decode queues; prefill's own part is small, so it can give one up.
+    observations = [
+        obs(ts=5 * i, prefill=5, decode=3, ttft=2400, tbt=70, decode_waiting=40, prefill_ttft_p95_ms=200)
+        for i in range(3)
+    ]
+    verdicts, _ = run(observations)
+    assert verdicts[-1].action == "move_to_decode", verdicts[-1]
+    assert "prefill TTFT p95 200 ms < 1.50 s target" in verdicts[-1].explanation
