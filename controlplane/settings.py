@@ -111,6 +111,7 @@ INSTALLED_APPS = [
     "topologies",
     "deployments",
     "telemetry",
+    "rebalancing",
     "keys",
     "gateway",
 ]
@@ -323,6 +324,7 @@ SPECTACULAR_SETTINGS = {
         "KeyScopeEnum": "keys.scopes.Scope",
         "KeyStatusEnum": "keys.models.Status",
         "KeyPurposeEnum": "keys.models.PURPOSE_CHOICES",
+        "PdRoleEnum": "deployments.services.ROLES",
     },
 }
 
@@ -348,6 +350,7 @@ CELERY_TASK_ROUTES = {
     "clusters.tasks.check_all_clusters": {"queue": "cluster-check"},
     "clusters.tasks.*": {"queue": "inventory"},
     "telemetry.tasks.*": {"queue": "telemetry"},
+    "rebalancing.tasks.*": {"queue": "deploy"},
 }
 # An unacknowledged task (its worker died) is redelivered after this many seconds.
 CELERY_VISIBILITY_TIMEOUT = env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=1)
@@ -421,6 +424,15 @@ KUBE_CONNECT_TIMEOUT_SECONDS = env_seconds("KUBE_CONNECT_TIMEOUT_SECONDS", 3.0)
 KUBE_READ_TIMEOUT_SECONDS = env_seconds("KUBE_READ_TIMEOUT_SECONDS", 15.0)
 KUBE_PROBE_READ_TIMEOUT_SECONDS = env_seconds("KUBE_PROBE_READ_TIMEOUT_SECONDS", 5.0)
 KUBE_CALL_DEADLINE_SECONDS = env_seconds("KUBE_CALL_DEADLINE_SECONDS", 45.0, minimum=1)
+# Rebalancing: the planner's interval (each topology's planner may ask for a longer one).
+PLANNER_INTERVAL_SECONDS = float(env_str("PLANNER_INTERVAL_SECONDS", "5"))
+if PLANNER_INTERVAL_SECONDS < 1:
+    raise ConfigError("PLANNER_INTERVAL_SECONDS must be at least 1 (seconds)")
+CELERY_BEAT_SCHEDULE["rebalancing-planner-tick"] = {
+    "task": "rebalancing.tasks.planner_tick_all",
+    "schedule": PLANNER_INTERVAL_SECONDS,
+    "options": {"expires": PLANNER_INTERVAL_SECONDS},
+}
 # Clusters: connectivity, permissions, CRDs and node inventory of every registered cluster.
 CLUSTER_CHECK_SECONDS = env_int("CLUSTER_CHECK_SECONDS", 60, minimum=10)
 # Keys: hourly usage and last use copied from Redis into the database, off the request path.

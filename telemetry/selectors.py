@@ -57,6 +57,8 @@ def _event_text(event: AuditEvent) -> tuple[EventKind, str] | None:
         kind: EventKind = "alert_raised" if action.endswith("raised") else "alert_resolved"
         return kind, str(detail.get("message") or action)
     if "role" in action.split(".")[-1] or "rebalanc" in action or "switch" in action:
+        if detail.get("text"):  # rebalancing decisions and moves carry their own explanation
+            return "role_change", str(detail["text"])
         return "role_change", f"{action.split('.')[-1].replace('_', ' ')} by {event.actor_label}"
     if action in DEPLOY_ACTIONS:
         values = {k: detail.get(k, "?") for k in ("revision", "role", "replicas")}

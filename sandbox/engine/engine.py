@@ -9,6 +9,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from sandbox.engine import clock
 from sandbox.engine import links as L
 from sandbox.engine.config import PerfConfig, api_key
 from sandbox.engine.faults import FaultSet
@@ -53,14 +54,14 @@ class SimEngine:
         self.links = L.LinkTable()
         self.faults = FaultSet()
         self.log_lines: deque[str] = deque(maxlen=LOG_LINES)
-        self.started = time.monotonic()
+        self.started = clock.now()
         self.crashed = False
         self.draining = False
         self.inflight = 0
         self._next_id = 0
         self.api_key = api_key(spec)
         self.on_role_change: Callable[[str, str], None] | None = None
-        self._stats_logged = (time.monotonic(), 0, 0)
+        self._stats_logged = (clock.now(), 0, 0)
         self.scheduler = Scheduler(
             cfg, self.stats, self.cache, self._pull, self._after_lookup, self._after_prefill
         )
@@ -75,7 +76,7 @@ class SimEngine:
         return self.spec.engine != "mindie" or self.spec.env_dict().get("MIES_SERVICE_MONITOR_MODE") == "1"
 
     def loaded(self) -> bool:
-        return time.monotonic() - self.started >= self.cfg.startup_seconds * self.cfg.time_scale
+        return clock.now() - self.started >= self.cfg.startup_seconds * self.cfg.time_scale
 
     def healthy(self) -> bool:
         return not self.crashed and not self.draining and self.loaded()
@@ -100,7 +101,7 @@ class SimEngine:
 
     def maybe_log_stats(self, every: float = 10.0) -> None:
         """vLLM's periodic engine stats line, written at most every `every` seconds while busy."""
-        now = time.monotonic()
+        now = clock.now()
         then, prompt, generation = self._stats_logged
         if now - then < every:
             return
@@ -170,7 +171,7 @@ class SimEngine:
         address = f"{params.get('remote_host')}:{params.get('remote_port')}"
         peer = self._lookup(address)
         peer_name = str(params.get("remote_engine_id") or (peer.name if peer else address))
-        started = time.monotonic()
+        started = clock.now()
         self.stats.external_queries += seq.prompt_len
         fault = self.faults.link_fault(peer_name) or (peer.faults.link_fault(self.name) if peer else None)
         link = self.links.get(peer_name)
@@ -220,10 +221,10 @@ class SimEngine:
             num_bytes, slow.factor if slow else 1.0, slow.delay_ms if slow else 0.0
         )
         # One link moves one KV cache at a time: concurrent pulls queue behind each other.
-        now = time.monotonic()
+        now = clock.now()
         link.busy_until = max(now, link.busy_until) + seconds * self.cfg.time_scale
         await asyncio.sleep(link.busy_until - now)
-        elapsed = time.monotonic() - started
+        elapsed = clock.now() - started
         link.record_success(elapsed, num_bytes)
         serve = peer.links.get(self.name)
         if serve is not None:

@@ -17,12 +17,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandbox.engine import clock
 from sandbox.engine.config import PerfConfig
 from sandbox.engine.metrics import EngineStats
 from sandbox.engine.prefix_cache import PrefixCache
@@ -37,7 +37,7 @@ class Sequence:
     finish_on_length: bool = True
     remote: dict[str, Any] | None = None  # decode side: kv_transfer_params naming the prefill instance
     prefill_only: bool = False  # prefill side: stop after the first token and hold the KV
-    arrival: float = field(default_factory=time.monotonic)
+    arrival: float = field(default_factory=clock.now)
     state: str = "waiting"  # waiting | pulling | prefill | decode | done
     computed: int = 0
     cached_tokens: int = 0
@@ -127,7 +127,7 @@ class Scheduler:
         if seq in self.waiting:
             self.waiting.remove(seq)
         seq.error = error
-        self._finish(seq, "abort", time.monotonic())
+        self._finish(seq, "abort", clock.now())
         self._kick()
 
     def release_held(self, request_id: str) -> HeldKV | None:
@@ -139,7 +139,7 @@ class Scheduler:
         return held
 
     def expire_held(self) -> None:
-        now = time.monotonic()
+        now = clock.now()
         while self.held:
             held = next(iter(self.held.values()))
             if held.expires > now:
@@ -206,7 +206,7 @@ class Scheduler:
             if cfg.jitter:
                 ms *= 1 + cfg.jitter * (2 * random.random() - 1)
             await asyncio.sleep((ms / 1000 + extra) * cfg.time_scale)
-            now = time.monotonic()
+            now = clock.now()
             for seq, chunk in work:
                 if seq.state != "prefill":
                     continue
@@ -229,11 +229,11 @@ class Scheduler:
                     if not self.running and self.held_blocks == 0:
                         self.waiting.popleft()
                         seq.error = "the request needs more KV blocks than the engine has"
-                        self._finish(seq, "abort", time.monotonic())
+                        self._finish(seq, "abort", clock.now())
                         continue
                     return None
             self.waiting.popleft()
-            now = time.monotonic()
+            now = clock.now()
             seq.blocks = need
             self.used_blocks += need
             if not seq.scheduled_at:  # a preempted sequence coming back is not a new request
@@ -302,7 +302,7 @@ class Scheduler:
         ok = await self._pull(seq)
         if seq.state != "pulling":
             return
-        now = time.monotonic()
+        now = clock.now()
         if ok:
             seq.computed = seq.target
             seq.state = "decode"

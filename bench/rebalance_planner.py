@@ -1,0 +1,404 @@
+"""Rebalancing under a fixed budget of 8 instances, on the virtual-clock simulator (the sandbox's own
+engine performance model): every static split, a Dynamo-style reactive rule, and Tandem's planner.
+
+Workloads: W1 mix shift (chat ISL≈1k/OSL≈300 alternating with RAG ISL≈8k/OSL≈200), W2 sinusoidal
+long prompts (ISL 8000 / OSL 1000, rate swinging 1→8 req/s), W3 steady chat. Prints per policy: SLO
+attainment (share of requests meeting both TTFT and TBT targets) at the base rate, goodput (DistServe:
+the highest rate, as a multiple of the base rate, at which ≥ 90 % of requests meet both), role changes
+and failed requests; W2 also TTFT attainment at the peak, W3 role changes per 10 simulated minutes.
+Restart-based moves cost --model-load seconds before the new instance is Ready. Then the planner's tick
+time (snapshot → observation → decision) for a 64-instance topology.
+
+    .venv/bin/python bench/rebalance_planner.py [--duration 600] [--workers 2] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from rebalancing.observe import observation_from_snapshot
+from rebalancing.policy import Limits, Observation, Params, State, after_move, decide
+from sandbox.engine.config import PerfConfig
+from sandbox.sim.cluster import ClusterView, SimRequest, run_trace
+from sandbox.sim.evaluate import attainment
+
+BUDGET = 8
+TTFT_MS = 1500.0
+TBT_MS = 50.0
+TICK = 5.0
+LIMITS = Limits(prefill_min=1, prefill_max=7, decode_min=1, decode_max=7, budget=BUDGET)
+# The sandbox's defaults except the KV cache: 32768 blocks of 16 tokens (~60 GB of a small model's KV on an
+# 80 GB accelerator), so an 8k-token request does not exhaust a decode instance on its own.
+PERF = PerfConfig(num_gpu_blocks=32768)
+
+
+# --- workloads --------------------------------------------------------------------------------------
+def _poisson(rng: random.Random, t0: float, t1: float, rate: float) -> list[float]:
+    out, t = [], t0 + rng.expovariate(rate)
+    while t < t1:
+        out.append(t)
+        t += rng.expovariate(rate)
+    return out
+
+
+def w1(scale: float, duration: float, seed: int = 1) -> list[SimRequest]:
+    """Mix shift: 2-minute phases alternating chat (12 req/s, 1k/300, a shared 512-token prefix) and RAG
+    (4 req/s, 8k/200), × scale."""
+    rng = random.Random(seed)
+    out: list[SimRequest] = []
+    phase = 120.0
+    t = 0.0
+    index = 0
+    while t < duration:
+        rag = index % 2 == 1
+        rate = (4.0 if rag else 12.0) * scale
+        for at in _poisson(rng, t, min(duration, t + phase), rate):
+            if rag:
+                out.append(SimRequest(at, int(rng.gauss(8000, 600)), int(rng.gauss(200, 30)), kind="rag"))
+            else:
+                out.append(
+                    SimRequest(
+                        at,
+                        int(rng.gauss(1000, 150)),
+                        int(rng.gauss(300, 50)),
+                        prefix=0,
+                        prefix_len=512,
+                        kind="chat",
+                    )
+                )
+        t += phase
+        index += 1
+    return [r for r in out if r.prompt_len > 16 and r.output_len > 1]
+
+
+def w2_rate(t: float, duration: float, scale: float) -> float:
+    period = duration
+    return scale * (1 + 7 * (0.5 - 0.5 * math.cos(2 * math.pi * t / period)))
+
+
+def w2(scale: float, duration: float, seed: int = 2) -> list[SimRequest]:
+    """Sinusoidal long prompts: ISL 8000 / OSL 1000, rate 1→8→1 req/s (× scale) over the run."""
+    rng = random.Random(seed)
+    out: list[SimRequest] = []
+    peak = 8 * scale
+    t = 0.0
+    while True:  # thinning of a Poisson process at the peak rate
+        t += rng.expovariate(peak)
+        if t >= duration:
+            break
+        if rng.random() <= w2_rate(t, duration, scale) / peak:
+            out.append(SimRequest(t, 8000, 1000, kind="peak" if w2_rate(t, duration, 1) > 6 else "long"))
+    return out
+
+
+def w3(scale: float, duration: float, seed: int = 3) -> list[SimRequest]:
+    rng = random.Random(seed)
+    return [
+        SimRequest(at, int(rng.gauss(1000, 150)), int(rng.gauss(300, 50)), prefix=0, prefix_len=512)
+        for at in _poisson(rng, 0.0, duration, 4.0 * scale)
+    ]
+
+
+WORKLOADS = {"W1": w1, "W2": w2, "W3": w3}
+SCALES = {
+    "W1": (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5),
+    "W2": (0.5, 0.75, 1.0),
+    "W3": (1.0, 1.5, 2.0),
+}
+
+
+# --- controllers ------------------------------------------------------------------------------------
+class Dynamo:
+    """Re-implemented reactive baseline: ±1 instance per 5 s tick on queue / KV-usage thresholds after a
+    3-tick grace; at the budget an up-move takes the instance from the other role."""
+
+    def __init__(self) -> None:
+        self.streaks = {"p_up": 0, "d_up": 0}
+
+    def __call__(self, view: ClusterView) -> tuple[int, int] | None:
+        if view.busy:
+            return None
+        p_queue = view.prefill_waiting / max(1, view.ready_prefill)
+        kv = view.decode_kv_usage or 0.0
+        self.streaks["p_up"] = self.streaks["p_up"] + 1 if p_queue > 2.0 else 0
+        self.streaks["d_up"] = (
+            self.streaks["d_up"] + 1 if kv > 0.8 or view.decode_waiting > 4 * view.ready_decode else 0
+        )
+        p, d = view.prefill, view.decode
+        total = p + d
+        if self.streaks["p_up"] >= 3 and self.streaks["p_up"] >= self.streaks["d_up"]:
+            self.streaks = {"p_up": 0, "d_up": 0}
+            if total < BUDGET:
+                return (p + 1, d)
+            return (p + 1, d - 1) if d > 1 else None
+        if self.streaks["d_up"] >= 3:
+            self.streaks = {"p_up": 0, "d_up": 0}
+            if total < BUDGET:
+                return (p, d + 1)
+            return (p - 1, d + 1) if p > 1 else None
+        return None
+
+
+class Tandem:
+    """Tandem's planner: rebalancing.policy.decide on the same observation the live planner builds."""
+
+    def __init__(self, model_load: float) -> None:
+        self.params = Params(interval_seconds=TICK)
+        self.state = State(last_move_seconds=model_load)
+        self.model_load = model_load
+        self.move_started: float | None = None
+        self.decision_lags: list[float] = []
+        self.breach_since: float | None = None
+
+    def __call__(self, view: ClusterView) -> tuple[int, int] | None:
+        if self.move_started is not None and not view.busy:
+            self.state = replace(self.state, last_move_seconds=view.ts - self.move_started)
+            self.move_started = None
+        obs = Observation(
+            ts=view.ts,
+            prefill=view.prefill,
+            decode=view.decode,
+            ttft_p95_ms=view.ttft_p95_ms,
+            tbt_p95_ms=view.tbt_p95_ms,
+            ttft_target_ms=TTFT_MS,
+            tbt_target_ms=TBT_MS,
+            prefill_waiting=view.prefill_waiting,
+            decode_waiting=view.decode_waiting,
+            decode_kv_usage=view.decode_kv_usage,
+            prompt_tps=view.prompt_tps,
+            gen_tps=view.gen_tps,
+            busy="a move is in progress" if view.busy else "",
+            prefill_ttft_p95_ms=view.prefill_ttft_p95_ms,
+        )
+        breached = (obs.ttft_p95_ms or 0) > TTFT_MS or (obs.tbt_p95_ms or 0) > TBT_MS
+        if breached and self.breach_since is None:
+            self.breach_since = view.ts
+        if not breached:
+            self.breach_since = None
+        verdict, self.state = decide(obs, self.params, LIMITS, self.state)
+        if not verdict.acts:
+            return None
+        if self.breach_since is not None:
+            sustained_at = self.breach_since + (self.params.breach_intervals - 1) * TICK
+            self.decision_lags.append(max(0.0, view.ts - sustained_at))
+            self.breach_since = None
+        self.move_started = view.ts
+        self.state = after_move(self.state, verdict, view.ts, self.state.last_move_seconds)
+        return (verdict.prefill, verdict.decode)
+
+
+# --- runs -------------------------------------------------------------------------------------------
+@dataclass
+class Row:
+    workload: str
+    policy: str
+    attainment: float
+    goodput: float  # × base rate
+    role_changes: int
+    failed: int
+    failed_by_rebalancing: int
+    peak_ttft: float | None
+    decision_lag: float | None
+    wall: float
+
+
+def _controller(policy: str, model_load: float):  # type: ignore[no-untyped-def]
+    if policy == "dynamo":
+        return Dynamo()
+    if policy == "tandem":
+        return Tandem(model_load)
+    return None
+
+
+def _split(policy: str) -> tuple[int, int]:
+    if policy.startswith("static"):
+        p = int(policy.split("-")[1])
+        return p, BUDGET - p
+    return 4, 4
+
+
+def evaluate(args: tuple[str, str, float, float]) -> Row:
+    workload, policy, duration, model_load = args
+    started = time.perf_counter()
+    make = WORKLOADS[workload]
+    base = None
+    best = 0.0
+    lags: list[float] = []
+    for scale in SCALES[workload]:
+        controller = _controller(policy, model_load)
+        cluster = run_trace(
+            make(scale, duration),
+            *_split(policy),
+            controller=controller,
+            tick=TICK,
+            budget=BUDGET,
+            model_load_seconds=model_load,
+            cfg=PERF,
+        )
+        result = attainment(cluster.outcomes, TTFT_MS, TBT_MS)
+        if isinstance(controller, Tandem):
+            lags += controller.decision_lags
+        if scale == 1.0:
+            peak = [o for o in cluster.outcomes if o.kind == "peak"]
+            peak_ttft = (
+                sum(1 for o in peak if o.ok and o.ttft is not None and o.ttft * 1000 <= TTFT_MS) / len(peak)
+                if peak
+                else None
+            )
+            base = (result, cluster.role_changes - 0, cluster.failed_by_rebalancing, peak_ttft)
+        if result.both >= 0.9:
+            best = scale
+        elif base is not None:
+            break
+    if base is None:  # stopped before 1.0: run it once for the figures
+        controller = _controller(policy, model_load)
+        cluster = run_trace(
+            make(1.0, duration),
+            *_split(policy),
+            controller=controller,
+            tick=TICK,
+            budget=BUDGET,
+            model_load_seconds=model_load,
+            cfg=PERF,
+        )
+        result = attainment(cluster.outcomes, TTFT_MS, TBT_MS)
+        peak = [o for o in cluster.outcomes if o.kind == "peak"]
+        peak_ttft = (
+            sum(1 for o in peak if o.ok and o.ttft is not None and o.ttft * 1000 <= TTFT_MS) / len(peak)
+            if peak
+            else None
+        )
+        base = (result, cluster.role_changes, cluster.failed_by_rebalancing, peak_ttft)
+    result, changes, by_rebalancing, peak_ttft = base
+    return Row(
+        workload,
+        policy,
+        result.both,
+        best,
+        changes,
+        result.failed,
+        by_rebalancing,
+        peak_ttft,
+        statistics.median(lags) if lags else None,
+        time.perf_counter() - started,
+    )
+
+
+def tick_time(instances: int = 64, repeat: int = 2000) -> tuple[float, float]:
+    """Median and p99 ms of one planner tick (snapshot → observation → decision) for N instances."""
+    pods = [
+        {
+            "name": f"p-{i}",
+            "role": "prefill" if i < instances // 2 else "decode",
+            "waiting": 1.0,
+            "kv_usage": 0.4,
+        }
+        for i in range(instances)
+    ]
+    links = [
+        {"prefill": f"p-{i}", "decode": f"p-{j}", "state": "up"}
+        for i in range(instances // 2)
+        for j in range(instances // 2, instances)
+    ]
+    snapshot = {
+        "roles": {"prefill": {"waiting": 40.0, "kv_usage": 0.3}, "decode": {"waiting": 3.0, "kv_usage": 0.5}},
+        "slo": {"ttft_p95_ms": 2400.0, "tbt_p95_ms": 20.0},
+        "totals": {"prompt_tps": 1e5, "gen_tps": 2e4},
+        "links": links,
+        "pods": pods,
+        "health": {"state": "healthy"},
+    }
+    limits = Limits(prefill_min=1, prefill_max=63, decode_min=1, decode_max=63, budget=instances)
+    params = Params()
+    state = State()
+    times = []
+    for i in range(repeat):
+        t0 = time.perf_counter()
+        obs = observation_from_snapshot(
+            snapshot,
+            prefill=instances // 2,
+            decode=instances // 2,
+            ttft_target_ms=TTFT_MS,
+            tbt_target_ms=TBT_MS,
+            busy="",
+            now=5.0 * i,
+        )
+        _, state = decide(obs, params, limits, state)
+        times.append((time.perf_counter() - t0) * 1000)
+    times.sort()
+    return statistics.median(times), times[int(0.99 * len(times))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=600.0, help="simulated seconds per run")
+    parser.add_argument(
+        "--model-load", type=float, default=30.0, help="seconds before a new instance is Ready"
+    )
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workloads", default="W1,W2,W3")
+    args = parser.parse_args()
+    policies = [f"static-{p}" for p in range(1, BUDGET)] + ["dynamo", "tandem"]
+    jobs = [(w, p, args.duration, args.model_load) for w in args.workloads.split(",") for p in policies]
+    started = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        rows = []
+        for row in pool.map(evaluate, jobs):
+            rows.append(row)
+            print(f"  done {row.workload} {row.policy} in {row.wall:.0f} s", file=sys.stderr, flush=True)
+    print(
+        f"budget {BUDGET} instances, SLO TTFT ≤ {TTFT_MS:g} ms and TBT ≤ {TBT_MS:g} ms, {args.duration:g} s "
+        f"simulated per run, model load {args.model_load:g} s, tick {TICK:g} s; "
+        f"wall {time.perf_counter() - started:.0f} s"
+    )
+    header = (
+        f"{'load':<5}{'policy':<10}{'attain':>8}{'goodput×':>10}{'changes':>9}{'failed':>8}{'by rebal':>9}"
+        f"{'W2 peak TTFT':>14}"
+    )
+    for workload in args.workloads.split(","):
+        print()
+        print(header)
+        group = [r for r in rows if r.workload == workload]
+        for r in group:
+            peak = f"{r.peak_ttft:.1%}" if r.peak_ttft is not None else "-"
+            print(
+                f"{r.workload:<5}{r.policy:<10}{r.attainment:>8.1%}{r.goodput:>10.2f}{r.role_changes:>9}"
+                f"{r.failed:>8}{r.failed_by_rebalancing:>9}{peak:>14}"
+            )
+        statics = [r for r in group if r.policy.startswith("static")]
+        best_static = max(statics, key=lambda r: (r.goodput, r.attainment))
+        dynamo = next(r for r in group if r.policy == "dynamo")
+        tandem = next(r for r in group if r.policy == "tandem")
+        ratio_static = tandem.goodput / best_static.goodput if best_static.goodput else float("inf")
+        ratio_dynamo = tandem.goodput / dynamo.goodput if dynamo.goodput else float("inf")
+        print(
+            f"  Tandem goodput {tandem.goodput:.2f}× base vs best static ({best_static.policy}) "
+            f"{best_static.goodput:.2f}×: ratio {ratio_static:.2f}; vs Dynamo-style {dynamo.goodput:.2f}×: "
+            f"ratio {ratio_dynamo:.2f}"
+        )
+        per10 = tandem.role_changes / (args.duration / 600)
+        lag = f"{tandem.decision_lag:.1f} s" if tandem.decision_lag is not None else "n/a"
+        print(
+            f"  Tandem role changes per 10 simulated min: {per10:.1f}; median lag from a sustained breach to "
+            f"the move it caused (busy/cooldown included): {lag}"
+        )
+    median, p99 = tick_time()
+    print()
+    print(
+        f"planner tick for 64 instances (snapshot → observation → decision): median {median:.3f} ms, "
+        f"p99 {p99:.3f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

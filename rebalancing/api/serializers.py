@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from rebalancing.models import Decision, PlannerConfig, PlannerMode, Rebalance
+
+
+class SwitchRoleInputSerializer(serializers.Serializer[dict[str, Any]]):
+    instance = serializers.CharField(  # type: ignore[assignment]
+        max_length=253, help_text="The pod to switch, e.g. demo-0-decode-1-0."
+    )
+    target_role = serializers.ChoiceField(choices=["prefill", "decode"])
+
+
+class RatioInputSerializer(serializers.Serializer[dict[str, Any]]):
+    prefill = serializers.IntegerField(min_value=1, max_value=10000)
+    decode = serializers.IntegerField(min_value=1, max_value=10000)
+
+
+class PlannerSerializer(serializers.ModelSerializer[PlannerConfig]):
+    mode = serializers.ChoiceField(choices=PlannerMode.choices)
+    params = serializers.DictField(
+        required=False, default=dict, help_text="rebalancing.policy.Params overrides."
+    )
+    min_ratio = serializers.FloatField(required=False, allow_null=True, default=None)
+    max_ratio = serializers.FloatField(required=False, allow_null=True, default=None)
+    state = serializers.DictField(read_only=True)
+    last_tick = serializers.DateTimeField(read_only=True)
+
+    class Meta:
+        model = PlannerConfig
+        fields = ["mode", "params", "min_ratio", "max_ratio", "state", "last_tick"]
+
+
+class RebalanceSerializer(serializers.ModelSerializer[Rebalance]):
+    class Meta:
+        model = Rebalance
+        fields = [
+            "id",
+            "topology",
+            "kind",
+            "state",
+            "from_prefill",
+            "from_decode",
+            "target_prefill",
+            "target_decode",
+            "moves",
+            "next_move",
+            "deployment",
+            "deployments",
+            "params",
+            "log",
+            "requested_by_label",
+            "error",
+            "created",
+            "finished",
+        ]
+
+
+class DecisionSerializer(serializers.ModelSerializer[Decision]):
+    class Meta:
+        model = Decision
+        fields = [
+            "id",
+            "created",
+            "mode",
+            "rule",
+            "action",
+            "from_prefill",
+            "from_decode",
+            "to_prefill",
+            "to_decode",
+            "explanation",
+            "inputs",
+            "outcome",
+            "outcome_detail",
+            "rebalance",
+        ]
+
+
+class WhatIfInputSerializer(serializers.Serializer[dict[str, Any]]):
+    window_seconds = serializers.IntegerField(min_value=60, max_value=24 * 3600, default=3600)
+    end = serializers.FloatField(
+        required=False, allow_null=True, default=None, help_text="Unix time; default now."
+    )
+
+
+class WhatIfSplitSerializer(serializers.Serializer[dict[str, Any]]):
+    prefill = serializers.IntegerField()
+    decode = serializers.IntegerField()
+    attainment = serializers.FloatField()
+    ttft_attainment = serializers.FloatField()
+    tbt_attainment = serializers.FloatField()
+    goodput_rps = serializers.FloatField()
+    failed = serializers.IntegerField()
+
+
+class WhatIfSerializer(serializers.Serializer[dict[str, Any]]):
+    start = serializers.FloatField()
+    end = serializers.FloatField()
+    requests = serializers.IntegerField()
+    splits = WhatIfSplitSerializer(many=True)
+    recommended = WhatIfSplitSerializer(allow_null=True)
+    current = serializers.DictField()
+    note = serializers.CharField()

@@ -1,0 +1,432 @@
+"""The planner's policy (PURE: no database, no clock, no network).
+
+One call per interval: ``decide(observation, params, state)`` returns a ``Verdict`` (the rule that
+fired, the action, the target split and a sentence explaining it) and the planner's new ``State``
+(breach streaks, the last move). The same function drives the live planner, the what-if and the
+benchmark.
+
+Rules, in order (the first that applies wins):
+
+1. ``no_data``: no fresh telemetry, or no request finished: nothing to judge.
+2. ``links_unhealthy``: a KV link is down. A broken link is a link problem, not a ratio problem:
+   moving capacity would not help, so the planner holds and says which link.
+3. ``busy``: a deploy or another move is in progress.
+4. ``cooldown``: the last move is younger than its cooldown (the configured cooldown, or the time the
+   move itself took plus settling intervals, whichever is longer: a restart-based move costs a model
+   load).
+5. ``ttft_breach`` / ``tbt_breach``: the role's SLO (TTFT p95 for prefill, ITL p95 for decode, or a
+   queue/KV-usage pressure signal) has been breached for ``breach_intervals`` intervals in a row. Below
+   the budget and the role's maximum: add one instance of that role. At the budget: an opposing move
+   (one instance of the other role becomes this role) only if the other role's remaining instances
+   would still meet its SLO with ``headroom`` to spare (its load spread over one instance fewer) and
+   the split stays within the bounds and the ratio constraint. Reversing the previous move within
+   ``flap_window_seconds`` needs twice the streak (hysteresis: no flapping).
+6. ``both_breached``: both roles breach: at the budget nothing can be moved without hurting the
+   other; below it the more breached role grows.
+7. ``idle_release`` (only with ``release_idle``): a role far below its SLO for ``idle_intervals``
+   gives back one instance if the rest keep ``idle_headroom``.
+8. ``steady``: nothing to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+ROLES = ("prefill", "decode")
+OTHER = {"prefill": "decode", "decode": "prefill"}
+
+
+@dataclass(frozen=True)
+class Params:
+    interval_seconds: float = 5.0
+    breach_intervals: int = 3
+    cooldown_seconds: float = 30.0
+    settle_intervals: int = 2
+    headroom: float = 0.8  # an opposing move keeps the donor role below 80 % of its SLO
+    flap_window_seconds: float = 120.0
+    queue_per_instance: float = 4.0  # prefill waiting per instance counted as TTFT pressure
+    kv_usage_high: float = 0.9  # decode KV usage counted as TBT pressure
+    release_idle: bool = False
+    idle_intervals: int = 12
+    idle_headroom: float = 0.5
+
+
+@dataclass(frozen=True)
+class Limits:
+    prefill_min: int
+    prefill_max: int
+    decode_min: int
+    decode_max: int
+    budget: int  # accelerators
+    prefill_accelerators: int = 1  # per instance
+    decode_accelerators: int = 1
+    min_ratio: float | None = None  # prefill / decode
+    max_ratio: float | None = None
+
+    def bounds(self, role: str) -> tuple[int, int]:
+        return (
+            (self.prefill_min, self.prefill_max) if role == "prefill" else (self.decode_min, self.decode_max)
+        )
+
+    def cost(self, prefill: int, decode: int) -> int:
+        return prefill * self.prefill_accelerators + decode * self.decode_accelerators
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the planner sees at one interval (latencies in ms; None = no data)."""
+
+    ts: float
+    prefill: int  # current replicas per role (the desired spec)
+    decode: int
+    ttft_p95_ms: float | None
+    tbt_p95_ms: float | None
+    ttft_target_ms: float
+    tbt_target_ms: float
+    prefill_waiting: float = 0.0
+    decode_waiting: float = 0.0
+    prefill_kv_usage: float | None = None
+    decode_kv_usage: float | None = None
+    prompt_tps: float | None = None
+    gen_tps: float | None = None
+    links_down: list[str] = field(default_factory=list)
+    stale: bool = False
+    busy: str = ""  # why a move cannot start now ("" when free)
+    prefill_ttft_p95_ms: float | None = None  # the prefill role's own share (its queue + compute)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "ts": self.ts,
+            "prefill": self.prefill,
+            "decode": self.decode,
+            "ttft_p95_ms": self.ttft_p95_ms,
+            "tbt_p95_ms": self.tbt_p95_ms,
+            "ttft_target_ms": self.ttft_target_ms,
+            "tbt_target_ms": self.tbt_target_ms,
+            "prefill_waiting": self.prefill_waiting,
+            "decode_waiting": self.decode_waiting,
+            "prefill_kv_usage": self.prefill_kv_usage,
+            "decode_kv_usage": self.decode_kv_usage,
+            "prompt_tps": self.prompt_tps,
+            "gen_tps": self.gen_tps,
+            "links_down": list(self.links_down),
+            "stale": self.stale,
+            "busy": self.busy,
+            "prefill_ttft_p95_ms": self.prefill_ttft_p95_ms,
+        }
+
+
+@dataclass(frozen=True)
+class State:
+    ttft_streak: int = 0
+    tbt_streak: int = 0
+    idle_streak: int = 0
+    last_move_ts: float | None = None
+    last_move_seconds: float = 0.0  # how long the last move took to execute
+    last_direction: str = ""  # the role that gained capacity in the last move
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "ttft_streak": self.ttft_streak,
+            "tbt_streak": self.tbt_streak,
+            "idle_streak": self.idle_streak,
+            "last_move_ts": self.last_move_ts,
+            "last_move_seconds": self.last_move_seconds,
+            "last_direction": self.last_direction,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object] | None) -> State:
+        data = data or {}
+
+        def num(key: str, default: float) -> float:
+            value = data.get(key)
+            return (
+                float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
+            )
+
+        last = data.get("last_move_ts")
+        return cls(
+            ttft_streak=int(num("ttft_streak", 0)),
+            tbt_streak=int(num("tbt_streak", 0)),
+            idle_streak=int(num("idle_streak", 0)),
+            last_move_ts=float(last) if isinstance(last, (int, float)) else None,
+            last_move_seconds=num("last_move_seconds", 0.0),
+            last_direction=str(data.get("last_direction") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    rule: str
+    action: str  # hold | add_prefill | add_decode | move_to_prefill | move_to_decode | remove_<role>
+    prefill: int  # the target split
+    decode: int
+    explanation: str
+
+    @property
+    def acts(self) -> bool:
+        return self.action != "hold"
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "no data"
+    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
+
+
+def cooldown_for(params: Params, state: State) -> float:
+    """A move's cooldown: the configured one, or what the move cost plus settling, whichever is longer."""
+    return max(
+        params.cooldown_seconds, state.last_move_seconds + params.settle_intervals * params.interval_seconds
+    )
+
+
+def _queued(obs: Observation, role: str, params: Params) -> bool:
+    count = obs.prefill if role == "prefill" else obs.decode
+    waiting = obs.prefill_waiting if role == "prefill" else obs.decode_waiting
+    return count > 0 and waiting / count > params.queue_per_instance
+
+
+def ttft_pressure(obs: Observation, params: Params) -> bool:
+    """Prefill is short: its queue is long, or TTFT misses its target and the delay is not decode's queue."""
+    if _queued(obs, "prefill", params):
+        return True
+    if obs.ttft_p95_ms is None or obs.ttft_p95_ms <= obs.ttft_target_ms:
+        return False
+    return not _queued(obs, "decode", params)
+
+
+def tbt_pressure(obs: Observation, params: Params) -> bool:
+    """Decode is short: ITL misses its target, its KV cache is nearly full, or requests queue before it."""
+    if obs.tbt_p95_ms is not None and obs.tbt_p95_ms > obs.tbt_target_ms:
+        return True
+    if _queued(obs, "decode", params):
+        return True
+    return obs.decode_kv_usage is not None and obs.decode_kv_usage > params.kv_usage_high
+
+
+def donor_still_meets(obs: Observation, donor: str, headroom: float) -> tuple[bool, str]:
+    """Would the donor role meet its SLO with one instance fewer (its load spread over n-1)?"""
+    count = obs.prefill if donor == "prefill" else obs.decode
+    if count <= 1:
+        return False, f"{donor} has a single instance"
+    scale = count / (count - 1)
+    if donor == "prefill":
+        own = obs.prefill_ttft_p95_ms
+        observed, target = (own if own is not None else obs.ttft_p95_ms), obs.ttft_target_ms
+        label = "TTFT p95"
+    else:
+        observed, target = obs.tbt_p95_ms, obs.tbt_target_ms
+        label = "ITL p95"
+    if observed is None:
+        return False, f"{donor} {label} has no data"
+    waiting = obs.prefill_waiting if donor == "prefill" else obs.decode_waiting
+    if waiting / (count - 1) > 1.0:
+        return False, f"{waiting:.0f} requests wait on {donor}; {count - 1} instances would queue them longer"
+    predicted = observed * scale
+    if predicted > headroom * target:
+        return False, (
+            f"{donor} {label} {_ms(observed)} would reach about {_ms(predicted)} on {count - 1} instances, "
+            f"above {headroom:.0%} of its {_ms(target)} target"
+        )
+    if donor == "decode" and obs.decode_kv_usage is not None and obs.decode_kv_usage * scale > 0.9:
+        return False, f"decode KV usage {obs.decode_kv_usage:.0%} would exceed 90 % on {count - 1} instances"
+    return True, f"{donor} {label} {_ms(observed)} < {_ms(target)} target"
+
+
+def split_problem(limits: Limits, prefill: int, decode: int) -> str:
+    """Why a split is not allowed ("" when it is): bounds, budget, ratio constraint."""
+    for role, count in (("prefill", prefill), ("decode", decode)):
+        lo, hi = limits.bounds(role)
+        if count < lo:
+            return f"{role} would drop to {count}, below its minimum of {lo}"
+        if count > hi:
+            return f"{role} would rise to {count}, above its maximum of {hi}"
+    cost = limits.cost(prefill, decode)
+    if cost > limits.budget:
+        return f"{prefill}P/{decode}D needs {cost} accelerators, over the budget of {limits.budget}"
+    if decode > 0:
+        ratio = prefill / decode
+        if limits.min_ratio is not None and ratio < limits.min_ratio - 1e-9:
+            return (
+                f"P:D ratio {ratio:.2f} would be below the ratio constraint's minRatio {limits.min_ratio:g}"
+            )
+        if limits.max_ratio is not None and ratio > limits.max_ratio + 1e-9:
+            return (
+                f"P:D ratio {ratio:.2f} would be above the ratio constraint's maxRatio {limits.max_ratio:g}"
+            )
+    return ""
+
+
+def _streaks(obs: Observation, params: Params, state: State) -> State:
+    ttft = ttft_pressure(obs, params)
+    tbt = tbt_pressure(obs, params)
+    idle = (
+        not ttft
+        and not tbt
+        and obs.ttft_p95_ms is not None
+        and obs.tbt_p95_ms is not None
+        and obs.ttft_p95_ms < params.idle_headroom * obs.ttft_target_ms
+        and obs.tbt_p95_ms < params.idle_headroom * obs.tbt_target_ms
+    )
+    return replace(
+        state,
+        ttft_streak=state.ttft_streak + 1 if ttft else 0,
+        tbt_streak=state.tbt_streak + 1 if tbt else 0,
+        idle_streak=state.idle_streak + 1 if idle else 0,
+    )
+
+
+def _hold(obs: Observation, rule: str, text: str) -> Verdict:
+    return Verdict(rule=rule, action="hold", prefill=obs.prefill, decode=obs.decode, explanation=text)
+
+
+def _breach_text(obs: Observation, role: str, streak: int, params: Params) -> str:
+    if role == "prefill":
+        parts = [f"TTFT p95 {_ms(obs.ttft_p95_ms)} > {_ms(obs.ttft_target_ms)} target"]
+        if obs.prefill and obs.prefill_waiting / obs.prefill > params.queue_per_instance:
+            parts = [
+                f"TTFT p95 {_ms(obs.ttft_p95_ms)} (target {_ms(obs.ttft_target_ms)}), "
+                f"{obs.prefill_waiting:.0f} requests waiting on {obs.prefill} prefill"
+            ]
+    else:
+        parts = [f"ITL p95 {_ms(obs.tbt_p95_ms)} (target {_ms(obs.tbt_target_ms)})"]
+        if obs.tbt_p95_ms is not None and obs.tbt_p95_ms > obs.tbt_target_ms:
+            parts = [f"ITL p95 {_ms(obs.tbt_p95_ms)} > {_ms(obs.tbt_target_ms)} target"]
+        if _queued(obs, "decode", params):
+            parts.append(f"{obs.decode_waiting:.0f} requests waiting on {obs.decode} decode")
+        if obs.decode_kv_usage is not None and obs.decode_kv_usage > params.kv_usage_high:
+            parts.append(f"decode KV usage {obs.decode_kv_usage:.0%}")
+    return f"{', '.join(parts)} for {streak} intervals"
+
+
+def _grow(obs: Observation, role: str, streak: int, params: Params, limits: Limits, state: State) -> Verdict:
+    why = _breach_text(obs, role, streak, params)
+    other = OTHER[role]
+    prefill, decode = obs.prefill, obs.decode
+    grown = (prefill + 1, decode) if role == "prefill" else (prefill, decode + 1)
+    problem = split_problem(limits, *grown)
+    rule = "ttft_breach" if role == "prefill" else "tbt_breach"
+    if not problem:
+        return Verdict(rule, f"add_{role}", grown[0], grown[1], f"add one {role}: {why}")
+    at_budget = limits.cost(*grown) > limits.budget
+    if not at_budget:
+        return _hold(obs, rule, f"{why}, but {problem}")
+    moved = (prefill + 1, decode - 1) if role == "prefill" else (prefill - 1, decode + 1)
+    problem = split_problem(limits, *moved)
+    if problem:
+        return _hold(obs, rule, f"{why}, budget full, and moving one {other} is not allowed: {problem}")
+    ok, donor = donor_still_meets(obs, other, params.headroom)
+    if not ok:
+        return _hold(obs, rule, f"{why}, budget full; no {other} can be spared: {donor}")
+    return Verdict(
+        rule, f"move_to_{role}", moved[0], moved[1], f"one {other} → {role}: {why}, {donor}, budget full"
+    )
+
+
+def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tuple[Verdict, State]:
+    """One planner interval. Pure: the same inputs give the same verdict and state."""
+    if obs.stale or (obs.ttft_p95_ms is None and obs.tbt_p95_ms is None):
+        reason = "telemetry is stale" if obs.stale else "no request finished in the last interval"
+        return _hold(obs, "no_data", f"nothing to judge: {reason}"), replace(
+            state, ttft_streak=0, tbt_streak=0, idle_streak=0
+        )
+    if obs.links_down:
+        names = ", ".join(obs.links_down[:3]) + (" …" if len(obs.links_down) > 3 else "")
+        return _hold(
+            obs,
+            "links_unhealthy",
+            f"KV link {names} down: a broken link is a link problem, not a ratio problem; "
+            "the planner waits until the links are healthy",
+        ), replace(state, ttft_streak=0, tbt_streak=0, idle_streak=0)
+    state = _streaks(obs, params, state)
+    if obs.busy:
+        return _hold(obs, "busy", f"no move while {obs.busy}"), state
+    if state.last_move_ts is not None:
+        wait = cooldown_for(params, state)
+        age = obs.ts - state.last_move_ts
+        if age < wait:
+            return _hold(
+                obs, "cooldown", f"cooling down after the last move ({age:.0f} s of {wait:.0f} s)"
+            ), state
+    need = params.breach_intervals
+    reverse = 2 * need
+    recent = state.last_move_ts is not None and obs.ts - state.last_move_ts < params.flap_window_seconds
+    ttft_need = reverse if recent and state.last_direction == "decode" else need
+    tbt_need = reverse if recent and state.last_direction == "prefill" else need
+    ttft_on = state.ttft_streak >= ttft_need
+    tbt_on = state.tbt_streak >= tbt_need
+    if ttft_on and tbt_on:
+        grown_p = split_problem(limits, obs.prefill + 1, obs.decode)
+        grown_d = split_problem(limits, obs.prefill, obs.decode + 1)
+        ttft_ratio = (obs.ttft_p95_ms or 0) / obs.ttft_target_ms
+        tbt_ratio = (obs.tbt_p95_ms or 0) / obs.tbt_target_ms
+        first = "prefill" if ttft_ratio >= tbt_ratio else "decode"
+        if not (grown_p if first == "prefill" else grown_d):
+            verdict = _grow(
+                obs,
+                first,
+                state.ttft_streak if first == "prefill" else state.tbt_streak,
+                params,
+                limits,
+                state,
+            )
+            return replace(verdict, rule="both_breached"), state
+        return _hold(
+            obs,
+            "both_breached",
+            f"both roles miss their SLO ({_breach_text(obs, 'prefill', state.ttft_streak, params)}; "
+            f"{_breach_text(obs, 'decode', state.tbt_streak, params)}) and the budget is full: "
+            "more accelerators are needed, moving one role would hurt the other",
+        ), state
+    if ttft_on:
+        return _grow(obs, "prefill", state.ttft_streak, params, limits, state), state
+    if tbt_on:
+        return _grow(obs, "decode", state.tbt_streak, params, limits, state), state
+    if state.ttft_streak or state.tbt_streak:
+        role = "prefill" if state.ttft_streak else "decode"
+        streak = max(state.ttft_streak, state.tbt_streak)
+        needed = ttft_need if role == "prefill" else tbt_need
+        return _hold(
+            obs,
+            "breach_pending",
+            f"{_breach_text(obs, role, streak, params)}; waiting for {needed} before acting",
+        ), state
+    if params.release_idle and state.idle_streak >= params.idle_intervals:
+        for role in ("prefill", "decode"):
+            smaller = (obs.prefill - 1, obs.decode) if role == "prefill" else (obs.prefill, obs.decode - 1)
+            if split_problem(limits, *smaller):
+                continue
+            ok, why = donor_still_meets(obs, role, params.idle_headroom)
+            if ok:
+                return Verdict(
+                    "idle_release",
+                    f"remove_{role}",
+                    smaller[0],
+                    smaller[1],
+                    f"release one {role}: {why} with {params.idle_headroom:.0%} headroom "
+                    f"for {state.idle_streak} intervals",
+                ), state
+    return _hold(
+        obs,
+        "steady",
+        f"within SLO: TTFT p95 {_ms(obs.ttft_p95_ms)} (target {_ms(obs.ttft_target_ms)}), "
+        f"ITL p95 {_ms(obs.tbt_p95_ms)} (target {_ms(obs.tbt_target_ms)})",
+    ), state
+
+
+def after_move(state: State, verdict: Verdict, ts: float, seconds: float) -> State:
+    """The state once a verdict's move was carried out (it took ``seconds``)."""
+    gained = "prefill" if verdict.action in ("add_prefill", "move_to_prefill") else "decode"
+    if verdict.action.startswith("remove_"):
+        gained = ""
+    return replace(
+        state,
+        last_move_ts=ts,
+        last_move_seconds=seconds,
+        last_direction=gained,
+        ttft_streak=0,
+        tbt_streak=0,
+        idle_streak=0,
+    )

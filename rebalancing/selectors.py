@@ -1,0 +1,127 @@
+"""Reads: the planner's view of a topology (limits, observation), decisions, rebalances, the panel."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import fields
+from typing import Any
+
+from django.db.models import QuerySet
+from django.urls import reverse
+
+from rebalancing.models import Decision, PlannerConfig, PlannerMode, Rebalance, RebalanceState
+from rebalancing.observe import observation_from_snapshot
+from rebalancing.policy import Limits, Observation, Params
+
+
+def role_replicas(spec: dict[str, Any]) -> tuple[int, int]:
+    roles = spec.get("roles") or {}
+    return int((roles.get("prefill") or {}).get("replicas", 0)), int(
+        (roles.get("decode") or {}).get("replicas", 0)
+    )
+
+
+def planner_config(topology: Any) -> PlannerConfig:
+    """The topology's planner settings (an unsaved default, mode off, when none were set)."""
+    found = PlannerConfig.objects.filter(topology=topology).first()
+    return found or PlannerConfig(topology=topology, mode=PlannerMode.OFF)
+
+
+def planner_params(config: PlannerConfig) -> Params:
+    known = {f.name: f.type for f in fields(Params)}
+    overrides = {k: v for k, v in (config.params or {}).items() if k in known}
+    return Params(**overrides)
+
+
+def topology_limits(topology: Any, config: PlannerConfig | None = None) -> Limits:
+    spec = topology.spec
+    roles = spec.get("roles") or {}
+    rebalancing = spec.get("rebalancing") or {}
+    prefill_bounds = rebalancing.get("prefill") or {}
+    decode_bounds = rebalancing.get("decode") or {}
+    config = config or planner_config(topology)
+    return Limits(
+        prefill_min=max(1, int(prefill_bounds.get("min", 1))),
+        prefill_max=int(prefill_bounds.get("max", 1)),
+        decode_min=max(1, int(decode_bounds.get("min", 1))),
+        decode_max=int(decode_bounds.get("max", 1)),
+        budget=int(rebalancing.get("accelerator_budget", 0)),
+        prefill_accelerators=max(1, int((roles.get("prefill") or {}).get("accelerator_count", 1))),
+        decode_accelerators=max(1, int((roles.get("decode") or {}).get("accelerator_count", 1))),
+        min_ratio=config.min_ratio,
+        max_ratio=config.max_ratio,
+    )
+
+
+def active_rebalance(topology: Any) -> Rebalance | None:
+    return Rebalance.objects.filter(topology=topology, state=RebalanceState.RUNNING).first()
+
+
+def busy_reason(topology: Any) -> str:
+    """Why no move may start now ("" when one may)."""
+    from deployments.models import ACTIVE_STATES, Deployment
+
+    running = active_rebalance(topology)
+    if running is not None:
+        return (
+            f"rebalance #{running.pk} (to {running.target_prefill}P/{running.target_decode}D) is in progress"
+        )
+    deployment = Deployment.objects.filter(topology=topology, state__in=ACTIVE_STATES).first()
+    if deployment is not None:
+        return f"deployment #{deployment.pk} ({deployment.describe()}) is in progress"
+    if topology.deployed_revision_id is None:
+        return "the topology is not deployed"
+    return ""
+
+
+def observation(topology: Any, *, now: float | None = None) -> Observation:
+    """What the planner sees now: the latest telemetry snapshot, the desired split, busy state."""
+    from telemetry.selectors import latest_snapshot
+
+    prefill, decode = role_replicas(topology.spec)
+    return observation_from_snapshot(
+        latest_snapshot(topology_id=topology.pk),
+        prefill=prefill,
+        decode=decode,
+        ttft_target_ms=float(topology.slo_ttft_ms),
+        tbt_target_ms=float(topology.slo_tbt_ms),
+        busy=busy_reason(topology),
+        now=time.time() if now is None else now,
+    )
+
+
+def decision_list(*, topology: Any) -> QuerySet[Decision]:
+    return Decision.objects.filter(topology=topology).select_related("rebalance")
+
+
+def rebalance_list(*, topology: Any) -> QuerySet[Rebalance]:
+    return Rebalance.objects.filter(topology=topology)
+
+
+def planners_to_tick() -> QuerySet[PlannerConfig]:
+    return PlannerConfig.objects.exclude(mode=PlannerMode.OFF).select_related("topology", "topology__cluster")
+
+
+def topology_panel_context(topology: Any, request: Any = None) -> dict[str, Any]:
+    from accounts.permissions import user_has_role
+    from accounts.roles import Role
+
+    config = planner_config(topology)
+    prefill, decode = role_replicas(topology.spec)
+    limits = topology_limits(topology, config)
+    user = getattr(request, "user", None)
+    return {
+        "rebalancing": {
+            "config": config,
+            "params": planner_params(config),
+            "limits": limits,
+            "prefill": prefill,
+            "decode": decode,
+            "decisions": list(decision_list(topology=topology)[:20]),
+            "rebalances": list(rebalance_list(topology=topology)[:5]),
+            "active": active_rebalance(topology),
+            "can_write": user_has_role(user, Role.OPERATOR),
+            "whatif_url": reverse("rebalancing:whatif", args=[topology.pk]),
+            "modes": PlannerMode.choices,
+        }
+    }

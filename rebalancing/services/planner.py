@@ -1,0 +1,229 @@
+"""Writes: the planner's settings and its tick (observe, decide, record, and in auto mode act)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import fields
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from audit.services import audit_record
+from controlplane.api.errors import DomainError
+from controlplane.broadcast import broadcast_on_commit, topology_group
+from rebalancing import policy, selectors
+from rebalancing.models import (
+    Decision,
+    Outcome,
+    PlannerConfig,
+    PlannerMode,
+    Rebalance,
+    RebalanceKind,
+    RebalanceState,
+)
+from rebalancing.services.rebalances import rebalance_advance, rebalance_ratio_start
+
+PARAM_LIMITS: dict[str, tuple[float, float]] = {
+    "interval_seconds": (1, 300),
+    "breach_intervals": (1, 100),
+    "cooldown_seconds": (0, 3600),
+    "settle_intervals": (0, 100),
+    "headroom": (0.1, 1.0),
+    "flap_window_seconds": (0, 24 * 3600),
+    "queue_per_instance": (0.5, 10000),
+    "kv_usage_high": (0.1, 1.0),
+    "idle_intervals": (1, 10000),
+    "idle_headroom": (0.05, 1.0),
+}
+
+
+# --- planner settings -------------------------------------------------------------------------------
+
+
+def clean_params(raw: Any) -> dict[str, Any]:
+    """Validated planner parameter overrides; DomainError naming the field and the fix."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise DomainError(
+            "params must be an object", fields={"params": ['send an object, e.g. {"breach_intervals": 3}']}
+        )
+    known = {f.name: f for f in fields(policy.Params)}
+    out: dict[str, Any] = {}
+    problems: dict[str, list[str]] = {}
+    for key, value in raw.items():
+        if key not in known:
+            problems[f"params.{key}"] = [f"unknown parameter; use one of {sorted(known)}"]
+            continue
+        if key == "release_idle":
+            if not isinstance(value, bool):
+                problems[f"params.{key}"] = ["use true or false"]
+            else:
+                out[key] = value
+            continue
+        lo, hi = PARAM_LIMITS[key]
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not lo <= value <= hi:
+            problems[f"params.{key}"] = [f"use a number from {lo:g} to {hi:g}"]
+            continue
+        out[key] = int(value) if known[key].type in ("int", int) else float(value)
+    if problems:
+        raise DomainError("invalid planner parameters", fields=problems)
+    return out
+
+
+@transaction.atomic
+def planner_config_set(
+    *,
+    topology: Any,
+    mode: str,
+    params: dict[str, Any] | None,
+    min_ratio: float | None,
+    max_ratio: float | None,
+    actor: Any,
+    source_ip: str | None,
+) -> PlannerConfig:
+    """Set the planner's mode (off / advisory / auto), parameters and ratio constraint."""
+    if mode not in PlannerMode.values:
+        raise DomainError(
+            f"unknown planner mode {mode!r}", fields={"mode": [f"use one of {PlannerMode.values}"]}
+        )
+    for name, value in (("min_ratio", min_ratio), ("max_ratio", max_ratio)):
+        if value is not None and not 0 < value <= 100:
+            raise DomainError(
+                f"{name} out of range", fields={name: ["use a P:D ratio above 0 and at most 100"]}
+            )
+    if min_ratio is not None and max_ratio is not None and min_ratio > max_ratio:
+        raise DomainError(
+            "minRatio is above maxRatio", fields={"min_ratio": ["make min_ratio at most max_ratio"]}
+        )
+    cleaned = clean_params(params)
+    config, _ = PlannerConfig.objects.select_for_update().get_or_create(topology=topology)
+    changed_mode = config.mode != mode
+    config.mode = mode
+    config.params = cleaned
+    config.min_ratio = min_ratio
+    config.max_ratio = max_ratio
+    if changed_mode:
+        config.state = {}
+    config.save()
+    audit_record(
+        action="topology.planner_set",
+        actor=actor,
+        target=topology,
+        source_ip=source_ip,
+        detail={"mode": mode, "params": cleaned, "min_ratio": min_ratio, "max_ratio": max_ratio},
+    )
+    return config
+
+
+# --- the planner ----------------------------------------------------------------------------------
+
+
+@transaction.atomic
+def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision | None:
+    """One planner interval for one topology: observe, decide, record, and (auto) act.
+
+    A decision is stored when its rule, action or target differs from the previous one (so a steady
+    topology does not write a row every interval); every acting decision is stored."""
+    locked = PlannerConfig.objects.select_for_update().select_related("topology").get(pk=config.pk)
+    if locked.mode == PlannerMode.OFF:
+        return None
+    topology = locked.topology
+    now = time.time() if now is None else now
+    params = selectors.planner_params(locked)
+    limits = selectors.topology_limits(topology, locked)
+    obs = selectors.observation(topology, now=now)
+    state = policy.State.from_dict(locked.state)
+    verdict, state = policy.decide(obs, params, limits, state)
+    outcome, detail, rebalance = Outcome.HELD, "", None
+    if verdict.acts and locked.mode == PlannerMode.ADVISORY:
+        outcome, detail = Outcome.ADVISED, "advisory mode: recorded, not acted on"
+    elif verdict.acts:
+        try:
+            rebalance = rebalance_ratio_start(
+                topology=topology,
+                prefill=verdict.prefill,
+                decode=verdict.decode,
+                actor=None,
+                source_ip=None,
+                kind=RebalanceKind.PLANNER,
+            )
+            outcome, detail = Outcome.STARTED, f"rebalance #{rebalance.pk} started"
+            state = policy.after_move(state, verdict, now, state.last_move_seconds)
+        except DomainError as error:
+            outcome, detail = Outcome.REFUSED, error.message
+    locked.state = state.as_dict()
+    locked.last_tick = timezone.now()
+    locked.save(update_fields=["state", "last_tick"])
+    previous = Decision.objects.filter(topology=topology).first()
+    same = (
+        previous is not None
+        and previous.rule == verdict.rule
+        and previous.action == verdict.action
+        and (previous.to_prefill, previous.to_decode) == (verdict.prefill, verdict.decode)
+        and previous.outcome in (Outcome.HELD, Outcome.ADVISED)
+        and outcome in (Outcome.HELD, Outcome.ADVISED)
+        and previous.mode == locked.mode
+    )
+    if same and verdict.rule not in ("breach_pending",) and outcome == Outcome.HELD:
+        return None
+    if same and outcome == Outcome.ADVISED and now - previous.created.timestamp() < 60:  # type: ignore[union-attr]
+        return None
+    decision = Decision.objects.create(
+        topology=topology,
+        mode=locked.mode,
+        rule=verdict.rule,
+        action=verdict.action,
+        from_prefill=obs.prefill,
+        from_decode=obs.decode,
+        to_prefill=verdict.prefill,
+        to_decode=verdict.decode,
+        explanation=verdict.explanation,
+        inputs={"observation": obs.as_dict(), "params": params.__dict__, "state": state.as_dict()},
+        outcome=outcome,
+        outcome_detail=detail,
+        rebalance=rebalance,
+    )
+    if verdict.acts or verdict.rule in ("links_unhealthy", "both_breached"):
+        prefix = "advice" if outcome == Outcome.ADVISED else "planner"
+        audit_record(
+            action="rebalancing.decision",
+            target=topology,
+            actor_label="planner",
+            detail={
+                "decision": decision.pk,
+                "rule": verdict.rule,
+                "action": verdict.action,
+                "outcome": outcome,
+                "text": f"{prefix}: {verdict.explanation}",
+            },
+        )
+    broadcast_on_commit(
+        topology_group(topology.pk),
+        {
+            "kind": "decision",
+            "topology": topology.pk,
+            "id": decision.pk,
+            "rule": verdict.rule,
+            "action": verdict.action,
+            "outcome": outcome,
+            "text": verdict.explanation,
+        },
+    )
+    return decision
+
+
+def planner_tick_all(*, now: float | None = None) -> int:
+    """Tick every planner that is on, and move on every running rebalance; returns decisions stored."""
+    stored = 0
+    for rebalance in Rebalance.objects.filter(state=RebalanceState.RUNNING):
+        rebalance_advance(rebalance=rebalance)
+    moment = time.time() if now is None else now
+    for config in selectors.planners_to_tick():
+        interval = selectors.planner_params(config).interval_seconds
+        if config.last_tick is not None and moment - config.last_tick.timestamp() < interval - 0.5:
+            continue
+        if planner_tick(config=config, now=now) is not None:
+            stored += 1
+    return stored

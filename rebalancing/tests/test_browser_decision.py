@@ -1,0 +1,90 @@
+"""In a real Chromium: a planner decision shows on the topology page's time axis (the Live panel's markers
+and events, drawn from the stored history) with its explanation, and in the Rebalancing panel with its
+rule and outcome."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from rebalancing.models import Decision, Outcome, PlannerMode
+from rebalancing.services import planner_config_set, planner_tick
+from tests.support import subprocess_env, uvicorn_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+EXPLANATION = "add one prefill: TTFT p95 2.40 s > 1.50 s target for 2 intervals"
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {**browser_type_launch_args, "executable_path": "/usr/bin/chromium", "args": CHROMIUM_ARGS}
+
+
+def test_an_advisory_decision_is_shown_on_the_time_axis_with_its_explanation(
+    page, make_topology, snapshot, viewer, operator
+):
+    topology = make_topology(budget=3)
+    errors: list[BaseException] = []
+
+    def decide() -> None:
+        # Its own thread: Playwright's sync API keeps an event loop running in the test's thread.
+        try:
+            config = planner_config_set(
+                topology=topology,
+                mode=PlannerMode.ADVISORY,
+                params={"breach_intervals": 2},
+                min_ratio=None,
+                max_ratio=None,
+                actor=operator,
+                source_ip=None,
+            )
+            snapshot(topology, ttft_ms=2400, tbt_ms=20)
+            now = time.time()
+            for i in range(2):
+                planner_tick(config=config, now=now + i)
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=decide)
+    worker.start()
+    worker.join(30)
+    assert not errors, errors
+    decision = Decision.objects.get(topology=topology, outcome=Outcome.ADVISED)
+    assert EXPLANATION in decision.explanation
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1440, "height": 1100})
+    with uvicorn_server(subprocess_env()) as base:
+        page.goto(f"{base}/accounts/login/")
+        page.fill("#id_username", viewer.username)
+        page.fill("#id_password", "correct-horse-battery")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{base}/")
+        page.goto(f"{base}/topologies/{topology.pk}/")
+        marker = page.locator('#telemetry-live [data-events] li[data-kind="role_change"]')
+        marker.first.wait_for(timeout=20_000)
+        text = marker.first.inner_text()
+        assert f"advice: {EXPLANATION}" in text, text
+        row = page.locator(f'#rebalancing tr[data-decision="{decision.pk}"]')
+        assert row.get_attribute("data-rule") == "ttft_breach"
+        assert "1P/1D → 2P/1D" in row.inner_text() and "Advised" in row.inner_text()
+        assert page.locator("#rebalancing [data-planner-mode]").inner_text().startswith("Advisory")
+        assert page.locator('#rebalancing form[data-form="ratio"]').count() == 0  # viewers cannot rebalance
+        page.screenshot(path=str(SHOTS / "rebalancing-decision.png"), full_page=True)

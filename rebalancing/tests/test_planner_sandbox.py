@@ -1,0 +1,130 @@
+"""The planner in auto mode against the sandbox, on the telemetry Tandem collects: under a prompt-heavy phase
+from the workload generator it moves capacity toward prefill, under the generation-heavy phase back toward
+decode, within the budget and bounds throughout.
+
+Decode steps here cost 2 ms per running sequence (``SANDBOX_DECODE_MS_PER_SEQ``), so the decode batch's
+size shows in ITL the way a larger model's does: in the generation-heavy phase (3 req/s of 256-token
+answers) two decode instances run well above the 60 ms ITL target; in the prompt-heavy phase one prefill
+instance computes 6000-token prompts at about 2 req/s, so 3 req/s queue up while decode has room."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from deployments import runner
+from deployments.models import ACTIVE_STATES, Deployment, State
+from deployments.tests.sandbox_helpers import deploy_now
+from rebalancing.models import Decision, Outcome, PlannerMode, Rebalance
+from rebalancing.services import planner_config_set, planner_tick_all
+
+pytestmark = [pytest.mark.usefixtures("fast_deploys"), pytest.mark.django_db(transaction=True)]
+
+
+def _router_url(sandbox, namespace: str) -> str:
+    out = sandbox.kubectl("get", "modelroutes", "-n", namespace, "-o", "json")
+    return str(json.loads(out.stdout)["items"][0]["metadata"]["annotations"]["sandbox.tandem.io/router-url"])
+
+
+class DeployWorker(threading.Thread):
+    """Runs queued deployments of one topology, as a deploy worker would."""
+
+    def __init__(self, topology_id: int) -> None:
+        super().__init__(daemon=True)
+        self.topology_id = topology_id
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.halt.wait(0.3):
+                for deployment in Deployment.objects.filter(
+                    topology_id=self.topology_id, state__in=ACTIVE_STATES
+                ):
+                    runner.run(deployment.pk, worker="test-deploy-worker")
+        finally:
+            connection.close()
+
+
+def test_auto_planner_follows_prompt_then_generation_heavy_load(sandbox_topology, operator, gpu_sandbox, lab):
+    from clusters.selectors import cluster_connection
+    from rebalancing.tests.test_rebalance_sandbox import roles
+    from sandbox.load.runner import run_load
+    from telemetry.services import telemetry_collect
+
+    topology = sandbox_topology(
+        budget=4, replicas=(1, 3), env={"SANDBOX_DECODE_MS_PER_SEQ": "2"}, slo=(1500, 60)
+    )
+    assert deploy_now(topology, operator).state == State.SUCCEEDED
+    planner_config_set(
+        topology=topology,
+        mode=PlannerMode.AUTO,
+        params={
+            "interval_seconds": 2,
+            "breach_intervals": 2,
+            "cooldown_seconds": 4,
+            "flap_window_seconds": 10,
+        },
+        min_ratio=None,
+        max_ratio=None,
+        actor=operator,
+        source_ip=None,
+    )
+    url = _router_url(gpu_sandbox, topology.namespace)
+    reports = []
+    load = threading.Thread(
+        target=lambda: reports.append(
+            asyncio.run(
+                run_load(
+                    url,
+                    topology.model_name,
+                    rate=3,
+                    duration=110,
+                    pattern="phase",
+                    phase_seconds=55,
+                    prompt_tokens=1500,
+                    max_tokens=64,
+                    request_timeout=120,
+                )
+            )
+        ),
+        daemon=True,
+    )
+    worker = DeployWorker(topology.pk)
+    worker.start()
+    load.start()
+    conn = cluster_connection(lab)
+    seen: list[tuple[float, int, int]] = []
+    started = time.monotonic()
+    try:
+        while load.is_alive() and time.monotonic() - started < 150:
+            telemetry_collect(topology_id=topology.pk)
+            planner_tick_all()
+            current = roles(conn, topology)
+            seen.append(
+                (time.monotonic() - started, len(current.get("prefill", [])), len(current.get("decode", [])))
+            )
+            time.sleep(2)
+    finally:
+        worker.halt.set()
+        worker.join(30)
+    load.join(30)
+    decisions = list(Decision.objects.filter(topology=topology).order_by("created"))
+    moves = [d for d in decisions if d.outcome in (Outcome.STARTED, Outcome.SUCCEEDED)]
+    story = [
+        (round(d.created.timestamp() - decisions[0].created.timestamp()), d.rule, d.action, d.explanation)
+        for d in decisions
+    ]
+    assert moves, story
+    assert moves[0].action == "move_to_prefill", story
+    assert any(d.action == "move_to_decode" for d in moves[1:]), story
+    for d in decisions:
+        assert d.to_prefill + d.to_decode <= 4 and 1 <= d.to_prefill <= 3 and 1 <= d.to_decode <= 3
+    assert all(p + d <= 4 for _, p, d in seen), seen
+    assert {r.state for r in Rebalance.objects.filter(topology=topology)} <= {"succeeded", "running"}
+    [report] = reports
+    assert report.failed == 0, report.errors

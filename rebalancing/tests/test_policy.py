@@ -1,0 +1,148 @@
+"""The planner's policy, pure: sustained breaches, opposing moves at the budget, bounds, links, flapping."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from rebalancing.moves import plan_moves, target_problems
+from rebalancing.policy import Limits, Observation, Params, State, after_move, decide
+
+LIMITS = Limits(prefill_min=1, prefill_max=6, decode_min=1, decode_max=6, budget=8)
+PARAMS = Params(breach_intervals=3, cooldown_seconds=30)
+
+
+def obs(
+    ts: float = 0.0, prefill: int = 4, decode: int = 4, ttft: float = 500, tbt: float = 20, **kw
+) -> Observation:
+    return Observation(
+        ts=ts,
+        prefill=prefill,
+        decode=decode,
+        ttft_p95_ms=ttft,
+        tbt_p95_ms=tbt,
+        ttft_target_ms=1500,
+        tbt_target_ms=50,
+        **kw,
+    )
+
+
+def run(
+    observations: list[Observation],
+    limits: Limits = LIMITS,
+    params: Params = PARAMS,
+    state: State | None = None,
+):
+    state = state or State()
+    verdicts = []
+    for o in observations:
+        verdict, state = decide(o, params, limits, state)
+        verdicts.append(verdict)
+    return verdicts, state
+
+
+def test_a_breach_acts_only_once_sustained_for_the_configured_intervals():
+    verdicts, _ = run([obs(ts=5 * i, ttft=2400) for i in range(3)])
+    assert [v.action for v in verdicts] == ["hold", "hold", "move_to_prefill"]
+    assert verdicts[0].rule == "breach_pending"
+    last = verdicts[-1]
+    assert (last.prefill, last.decode) == (5, 3)
+    assert "TTFT p95 2.40 s > 1.50 s target for 3 intervals" in last.explanation
+    assert "decode ITL p95 20 ms < 50 ms target" in last.explanation and "budget full" in last.explanation
+
+
+def test_below_the_budget_it_adds_instead_of_moving():
+    verdicts, _ = run([obs(ts=5 * i, prefill=2, decode=2, tbt=80) for i in range(3)])
+    assert verdicts[-1].action == "add_decode" and (verdicts[-1].prefill, verdicts[-1].decode) == (2, 3)
+
+
+def test_an_opposing_move_needs_the_donor_to_keep_its_slo():
+    verdicts, _ = run([obs(ts=5 * i, ttft=2400, tbt=45) for i in range(3)])
+    assert verdicts[-1].action == "hold"
+    assert "no decode can be spared" in verdicts[-1].explanation
+
+
+def test_bounds_and_ratio_constraint_refuse_a_move():
+    limits = replace(LIMITS, prefill_max=4)
+    verdicts, _ = run([obs(ts=5 * i, ttft=2400) for i in range(3)], limits=limits)
+    assert verdicts[-1].action == "hold" and "above its maximum of 4" in verdicts[-1].explanation
+    limits = replace(LIMITS, max_ratio=1.0)
+    verdicts, _ = run([obs(ts=5 * i, ttft=2400) for i in range(3)], limits=limits)
+    assert verdicts[-1].action == "hold" and "maxRatio 1" in verdicts[-1].explanation
+
+
+def test_links_down_holds_and_says_it_is_a_link_problem():
+    verdicts, state = run([obs(ts=5 * i, ttft=2400, links_down=["p-0 → d-1"]) for i in range(5)])
+    assert {v.action for v in verdicts} == {"hold"} and {v.rule for v in verdicts} == {"links_unhealthy"}
+    assert "link problem, not a ratio problem" in verdicts[-1].explanation
+    assert state.ttft_streak == 0
+
+
+def test_no_move_while_busy_or_cooling_down():
+    verdicts, _ = run([obs(ts=5 * i, ttft=2400, busy="deployment #3 is in progress") for i in range(4)])
+    assert {v.rule for v in verdicts} == {"busy"}
+    state = after_move(State(), verdicts[0], ts=0.0, seconds=40.0)
+    verdicts, _ = run([obs(ts=5 + 5 * i, ttft=2400) for i in range(5)], state=state)
+    assert {v.rule for v in verdicts} == {"cooldown"}  # 40 s move + 2 settle intervals = 50 s
+
+
+def test_reversing_a_recent_move_needs_twice_the_streak():
+    first, _ = run([obs(ts=5 * i, ttft=2400) for i in range(3)])
+    state = after_move(State(), first[-1], ts=10.0, seconds=0.0)
+    back = [obs(ts=45 + 5 * i, prefill=5, decode=3, tbt=80) for i in range(6)]
+    verdicts, _ = run(back, state=state)
+    assert [v.action for v in verdicts[:5]] == ["hold"] * 5
+    assert verdicts[5].action == "move_to_decode"
+
+
+def test_no_data_and_steady():
+    verdicts, _ = run([obs(ttft=None, tbt=None)])  # type: ignore[arg-type]
+    assert verdicts[0].rule == "no_data"
+    verdicts, _ = run([obs(ts=5 * i) for i in range(30)])
+    assert {v.action for v in verdicts} == {"hold"} and verdicts[-1].rule == "steady"
+
+
+def test_both_breached_at_full_budget_asks_for_more_accelerators():
+    verdicts, _ = run([obs(ts=5 * i, ttft=2400, tbt=80) for i in range(3)])
+    assert verdicts[-1].rule == "both_breached" and "more accelerators" in verdicts[-1].explanation
+
+
+def test_moves_add_first_while_the_budget_allows_and_remove_first_at_the_budget():
+    assert [(m.role, m.replicas) for m in plan_moves(1, 1, 2, 3, LIMITS)] == [
+        ("prefill", 2),
+        ("decode", 2),
+        ("decode", 3),
+    ]
+    assert [(m.role, m.replicas) for m in plan_moves(4, 4, 6, 2, LIMITS)] == [
+        ("decode", 3),
+        ("prefill", 5),
+        ("decode", 2),
+        ("prefill", 6),
+    ]
+    for move in plan_moves(4, 4, 6, 2, LIMITS):
+        assert move.replicas >= 1
+
+
+def test_target_problems_name_the_field_and_the_fix():
+    assert "outside the rebalancing bounds" in target_problems(4, 4, 7, 1, LIMITS)["prefill"][0]
+    assert "over the budget of 8" in target_problems(4, 4, 5, 5, LIMITS)["prefill"][0]
+    assert "already runs" in target_problems(4, 4, 4, 4, LIMITS)["prefill"][0]
+    assert target_problems(4, 4, 5, 3, LIMITS) == {}
+
+
+def test_a_ttft_breach_from_requests_queued_before_decode_grows_decode():
+    verdicts, _ = run(
+        [obs(ts=5 * i, prefill=2, decode=2, ttft=2400, tbt=20, decode_waiting=30) for i in range(3)]
+    )
+    assert verdicts[-1].action == "add_decode", verdicts[-1]
+    assert "30 requests waiting on 2 decode" in verdicts[-1].explanation
+
+
+def test_the_prefill_donor_is_judged_by_its_own_share_of_ttft():
+    # End-to-end TTFT is high because decode queues; prefill's own part is small, so it can give one up.
+    observations = [
+        obs(ts=5 * i, prefill=5, decode=3, ttft=2400, tbt=70, decode_waiting=40, prefill_ttft_p95_ms=200)
+        for i in range(3)
+    ]
+    verdicts, _ = run(observations)
+    assert verdicts[-1].action == "move_to_decode", verdicts[-1]
+    assert "prefill TTFT p95 200 ms < 1.50 s target" in verdicts[-1].explanation
