@@ -29,6 +29,7 @@ created and migrated when missing), ``BENCH_REDIS_URL`` (redis://127.0.0.1:6379/
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import subprocess
@@ -92,6 +93,16 @@ def check(target: Target) -> str:
         return f"{target.label}: {response.status}, x-tandem-backend {backend}, {len(answer)} bytes"
 
 
+async def quiet(proc: ProcStats, *, limit: float = 15.0) -> None:
+    """Wait (at most `limit` s) until the server uses under 5 % of a core."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        cpu0 = proc.cpu_seconds()
+        await asyncio.sleep(0.25)
+        if proc.cpu_seconds() - cpu0 < 0.0125:
+            return
+
+
 @dataclass
 class Bench:
     args: argparse.Namespace
@@ -114,6 +125,9 @@ class Bench:
                 result = await run(found[path])
                 cells[path].cpu += proc.cpu_seconds() - cpu0
                 cells[path].wall += time.perf_counter() - wall0
+                await quiet(
+                    proc
+                )  # an overloaded server still busy with abandoned requests slows the next turn
                 cells[path].requests += result.sent + result.warm
                 cells[path].result.merge(result)
         return cells
