@@ -66,15 +66,20 @@ def body(upstream: str, stream: bool) -> bytes:
     return json.dumps(request).encode()
 
 
-def targets(upstream: str, stream: bool, ports: dict[str, int], secret: str) -> dict[str, Target]:
+def address(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+def targets(upstream: str, stream: bool, ports: dict[str, tuple[str, int]], secret: str) -> dict[str, Target]:
     expect = b"[DONE]" if stream else b'"choices"'
     payload = body(upstream, stream)
     auth = {"tandem": f"Bearer {secret}", "litellm": f"Bearer {LITELLM_MASTER_KEY}"}
     found = {}
     for path in PATHS:
-        port = ports[upstream if path == "direct" else path]
+        host, port = ports[upstream if path == "direct" else path]
         headers = {"Authorization": auth[path]} if path in auth else {}
-        found[path] = Target.post(path, "127.0.0.1", port, "/v1/chat/completions", payload, headers, expect)
+        found[path] = Target.post(path, host, port, "/v1/chat/completions", payload, headers, expect)
     return found
 
 
@@ -84,7 +89,8 @@ def check(target: Target) -> str:
     headers = dict(
         line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if not line.startswith("Host")
     )
-    request = Request(f"http://127.0.0.1:{target.port}/v1/chat/completions", data=payload, headers=headers)
+    url = f"http://{target.host}:{target.port}/v1/chat/completions"
+    request = Request(url, data=payload, headers=headers)
     with urlopen(request, timeout=30) as response:  # noqa: S310 - loopback only
         answer = response.read()
         backend = response.headers.get("x-tandem-backend", "-")
@@ -93,7 +99,7 @@ def check(target: Target) -> str:
         return f"{target.label}: {response.status}, x-tandem-backend {backend}, {len(answer)} bytes"
 
 
-async def quiet(proc: ProcStats, *, limit: float = 15.0) -> None:
+async def quiet(proc: ProcStats, *, limit: float = 10.0) -> None:
     """Wait (at most `limit` s) until the server uses under 5 % of a core."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
@@ -106,7 +112,7 @@ async def quiet(proc: ProcStats, *, limit: float = 15.0) -> None:
 @dataclass
 class Bench:
     args: argparse.Namespace
-    ports: dict[str, int]
+    ports: dict[str, tuple[str, int]]
     secret: str
     stats: dict[str, ProcStats]  # path (direct = the upstream) -> process
     open_rows: dict[tuple[str, bool, float], dict[str, Cell]] = field(default_factory=dict)
@@ -229,8 +235,8 @@ def main() -> None:
                 logs / "litellm.log",
             ) as litellm,
         ):
-            ports = {"tandem": tandem.port, "litellm": litellm_port}
-            ports.update({u: int(urls[u].rsplit(":", 1)[1]) for u in ("echo", "sim")})
+            ports = {"tandem": ("127.0.0.1", tandem.port), "litellm": ("127.0.0.1", litellm_port)}
+            ports.update({u: address(urls[u]) for u in ("echo", "sim")})
             for upstream in sorted(needed):
                 for stream in (False, True):
                     for target in targets(upstream, stream, ports, secret).values():
@@ -262,7 +268,12 @@ def profile(args: argparse.Namespace, logs: Path, echo, secret: str) -> None:  #
 
     out = Path(args.profile).resolve()
     with TandemGateway(logs / "tandem-profiled.log", profile=out) as tandem:
-        ports = {"tandem": tandem.port, "litellm": 0, "echo": int(echo.url.rsplit(":", 1)[1]), "sim": 0}
+        ports = {
+            "tandem": ("127.0.0.1", tandem.port),
+            "litellm": ("", 0),
+            "echo": address(echo.url),
+            "sim": ("", 0),
+        }
 
         async def load() -> None:
             for stream in (False, True):

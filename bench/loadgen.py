@@ -211,7 +211,7 @@ async def _one(pool: Pool, due: float, result: Result, timeout: float) -> None:
 
 
 async def open_loop(
-    target: Target, *, rate: float, seconds: float, warmup: float = 0.5, timeout: float = 10.0
+    target: Target, *, rate: float, seconds: float, warmup: float = 0.5, timeout: float = 5.0
 ) -> Result:
     """Requests at fixed times; each latency from its scheduled time. Bounded: stragglers time out."""
     pool = Pool(target)
