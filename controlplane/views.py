@@ -18,12 +18,16 @@ from controlplane.api.errors import error_body
 def overview(request: HttpRequest) -> HttpResponse:
     """Every cluster and topology at a glance, problems first; kept live by /ws/overview/."""
     from clusters.selectors import cluster_list
+    from gateway.selectors import overview_gateway_rows
     from telemetry.selectors import overview_rows
     from telemetry.views import overview_context
 
-    return render(
-        request, "overview.html", {"title": "Overview", **overview_context(overview_rows(), cluster_list())}
-    )
+    context = {
+        "title": "Overview",
+        **overview_context(overview_rows(), cluster_list()),
+        "gateway_rows": overview_gateway_rows(),
+    }
+    return render(request, "overview.html", context)
 
 
 @never_cache

@@ -89,3 +89,52 @@ def topology_gateway_context(topology: Any, request: Any = None) -> dict[str, An
         "probe_kinds": KINDS,
         "can_operate": bool(user is not None and user.is_authenticated and user.has_role("operator")),
     }
+
+
+def overview_gateway_rows() -> list[dict[str, Any]]:
+    """Topologies whose circuit is not closed or whose traffic went to the fallback in the last 15 min."""
+    from datetime import timedelta
+
+    from django.db.models import Count, Q
+    from django.utils import timezone
+
+    since = timezone.now() - timedelta(minutes=15)
+    fallback = {
+        row["topology_id"]: row["n"]
+        for row in GatewayRequest.objects.filter(
+            created__gte=since, backend="fallback", topology__isnull=False
+        )
+        .values("topology_id")
+        .annotate(n=Count("id"))
+    }
+    latest: dict[int, BreakerEvent] = {}
+    for event in BreakerEvent.objects.filter(
+        Q(created__gte=since) | Q(state__in=["open", "half_open"])
+    ).select_related("topology")[:500]:
+        latest.setdefault(event.topology_id, event)
+    rows = []
+    for topology_id in sorted(
+        set(fallback) | {t for t, e in latest.items() if e.state != "closed" or t in fallback}
+    ):
+        last = latest.get(topology_id)
+        if last is None and not fallback.get(topology_id):
+            continue
+        rows.append(
+            {
+                "topology_id": topology_id,
+                "name": last.topology.name if last else "",
+                "state": last.state if last else "closed",
+                "reason": last.reason if last else "",
+                "changed": last.created if last else None,
+                "fallback_15m": fallback.get(topology_id, 0),
+            }
+        )
+    if any(not row["name"] for row in rows):
+        from topologies.models import Topology
+
+        names = dict(
+            Topology.objects.filter(pk__in=[r["topology_id"] for r in rows]).values_list("pk", "name")
+        )
+        for row in rows:
+            row["name"] = row["name"] or names.get(row["topology_id"], "?")
+    return rows

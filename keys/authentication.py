@@ -95,7 +95,11 @@ class ApiKeyAuthentication(BaseAuthentication):
 
         from keys.accounting import auth_failures_recent
 
-        if auth_failures_recent(source_ip=source_ip) >= settings.API_KEY_FAILURE_LIMIT:
+        # A key this process already holds skips the check (attackers' random tokens are never cached).
+        cached, _ = (
+            hotpath.cache.get(tokens.digest(raw, hotpath.pepper())) if raw.isascii() else (False, None)
+        )
+        if not cached and auth_failures_recent(source_ip=source_ip) >= settings.API_KEY_FAILURE_LIMIT:
             raise KeyThrottled(
                 "Too many failed key authentications from this address; wait a minute and check the key.",
                 "too_many_failures",

@@ -206,6 +206,17 @@ def still_changing() -> KeyRefused:
     )
 
 
+def _reload(token: str, generation: str) -> KeyRecord:
+    from keys.selectors import key_record_for_digest
+
+    digest = tokens.digest(token, pepper())
+    fresh = key_record_for_digest(digest=digest, generation=generation)
+    cache.put(digest, fresh)
+    if fresh is None:
+        raise KeyRefused(401, "key_unknown", UNKNOWN)
+    return fresh
+
+
 def authenticate(raw: str, *, kind: str, source_ip: str | None) -> Grant:
     """Check a bare token (already taken out of its header). Raises :class:`KeyRefused`."""
     parsed = parse_or_refuse(raw)
@@ -214,17 +225,19 @@ def authenticate(raw: str, *, kind: str, source_ip: str | None) -> Grant:
         raise KeyRefused(401, "key_unknown", UNKNOWN)
     for _attempt in range(3):
         now = limits.now_utc()
-        refuse_unusable(record, kind=kind, source_ip=source_ip, now=now)
+        try:
+            refuse_unusable(record, kind=kind, source_ip=source_ip, now=now)
+        except KeyRefused:
+            # The memory may be older than a change that made the key usable again (a longer expiry):
+            # before refusing, make sure the generation still matches.
+            current = limits.current_generation(record.key_id)
+            if current == record.generation:
+                raise
+            record = _reload(parsed.token, current)
+            continue
         outcome = limits.acquire(record, slot=uuid.uuid4().hex, source_ip=source_ip, now=now)
         if isinstance(outcome, limits.Stale):
-            digest = tokens.digest(parsed.token, pepper())
-            from keys.selectors import key_record_for_digest
-
-            fresh = key_record_for_digest(digest=digest, generation=outcome.generation)
-            cache.put(digest, fresh)
-            if fresh is None:
-                raise KeyRefused(401, "key_unknown", UNKNOWN)
-            record = fresh
+            record = _reload(parsed.token, outcome.generation)
             continue
         if isinstance(outcome, limits.OverLimit):
             raise over_limit(outcome, record)

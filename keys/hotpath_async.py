@@ -200,6 +200,16 @@ async def _load(digest: str) -> KeyRecord | None:
     return await sync_to_async(key_record_for_digest)(digest=digest, generation=generation)
 
 
+async def _reload(digest: str, generation: str) -> KeyRecord:
+    from keys.selectors import key_record_for_digest
+
+    fresh = await sync_to_async(key_record_for_digest)(digest=digest, generation=generation)
+    cache.put(digest, fresh)
+    if fresh is None:
+        raise KeyRefused(401, "key_unknown", UNKNOWN)
+    return fresh
+
+
 async def authenticate(raw: str, *, kind: str, source_ip: str | None) -> AsyncGrant:
     parsed = parse_or_refuse(raw)
     digest = tokens.digest(parsed.token, pepper())
@@ -212,19 +222,21 @@ async def authenticate(raw: str, *, kind: str, source_ip: str | None) -> AsyncGr
     client, acquire_script, _ = _client()
     for _attempt in range(3):
         now = limits.now_utc()
-        refuse_unusable(record, kind=kind, source_ip=source_ip, now=now)
+        try:
+            refuse_unusable(record, kind=kind, source_ip=source_ip, now=now)
+        except KeyRefused:  # a refusal from memory is checked against the generation first
+            value = await client.get(limits.generation_key(record.key_id))
+            current = value.decode() if isinstance(value, bytes) else "none"
+            if current == record.generation:
+                raise
+            record = await _reload(digest, current)
+            continue
         slot = os.urandom(16).hex()  # as unique as uuid4().hex, a fifth of its cost
         command = _acquire_command(record, slot=slot, source_ip=source_ip, now=now)
         reply = await _evalsha(client, acquire_script, command)
         outcome = limits.acquire_outcome(record, reply, slot=slot, now=now)
         if isinstance(outcome, limits.Stale):
-            from keys.selectors import key_record_for_digest
-
-            fresh = await sync_to_async(key_record_for_digest)(digest=digest, generation=outcome.generation)
-            cache.put(digest, fresh)
-            if fresh is None:
-                raise KeyRefused(401, "key_unknown", UNKNOWN)
-            record = fresh
+            record = await _reload(digest, outcome.generation)
             continue
         if isinstance(outcome, limits.OverLimit):
             raise over_limit(outcome, record)

@@ -136,3 +136,22 @@ def model_for_key(*, key: ApiKey) -> str:
         or Topology.objects.order_by("name").values_list("model_name", flat=True).first()
     )
     return name or "<model>"
+
+
+def key_usage_by_key(*, key_ids: list[Any], hours: int = 24) -> dict[str, list[tuple[datetime, int]]]:
+    """Requests per hour of several keys over the last `hours` hours, in one query (the list's sparklines)."""
+    since = timezone.now() - timedelta(hours=hours)
+    found: dict[str, list[tuple[datetime, int]]] = {str(pk): [] for pk in key_ids}
+    rows = ApiKeyUsage.objects.filter(key_id__in=key_ids, hour__gte=since).order_by("hour")
+    for key_id, hour, requests in rows.values_list("key_id", "hour", "requests"):
+        found[str(key_id)].append((hour, requests))
+    return found
+
+
+def key_audit_trail(*, key: ApiKey, limit: int = 200) -> QuerySet[Any]:
+    """Audit events whose target is this key, newest first: changes, rotations, failures, budget alerts."""
+    from audit.models import AuditEvent
+
+    return AuditEvent.objects.filter(target_type=ApiKey._meta.label_lower, target_id=str(key.pk)).order_by(
+        "-created", "-id"
+    )[:limit]

@@ -100,7 +100,7 @@ def running_gateway(log: Path | None = None, **env: str) -> Iterator[str]:
             "2",
         ],
         cwd=ROOT,
-        env=subprocess_env(LOG_LEVEL="warning", **env),
+        env=subprocess_env(**{"LOG_LEVEL": "warning", **env}),
         stdout=out,
         stderr=subprocess.STDOUT,
         start_new_session=True,

@@ -16,6 +16,11 @@ def test_judge_prefix_passes_on_a_drop_and_explains_a_miss():
     assert not ok and "prefix caching is disabled" in " ".join(causes)
     assert "did not rise" in causes[1]
     assert not probes.judge_prefix([400, None], margin=0.3, hit_before=None, hit_after=None)[0]
+    # a slow first request alone (connection set-up) is not reuse: the fresh-prefix control says so
+    assert not probes.judge_prefix([400, 200, 210], margin=0.3, hit_before=None, hit_after=None, control=210)[
+        0
+    ]
+    assert probes.judge_prefix([400, 100, 110], margin=0.3, hit_before=None, hit_after=None, control=390)[0]
 
 
 def _run(topology, admin_user, kinds, params=None):
@@ -50,7 +55,7 @@ def test_prefix_probe_fails_and_says_why_when_prefix_caching_is_off(make_topolog
         run, results = _run(topology, admin_user, ["prefix"])
     assert run.state == "failed"
     assert not results["prefix"]["passed"]
-    assert any("prefix caching is disabled" in line for line in results["prefix"]["diagnosis"])
+    assert any("prefix caching is disabled" in line for line in results["prefix"]["diagnosis"]), results
 
 
 def test_smoke_failure_is_diagnosed_in_words(make_topology, admin_user):

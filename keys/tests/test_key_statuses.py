@@ -202,3 +202,16 @@ def test_an_address_with_many_failures_is_refused_before_any_lookup(db, key_clie
         for _ in range(4)
     ]
     assert codes == [401, 401, 401, 429]
+
+
+def test_an_expired_key_given_a_later_expiry_works_again_at_once(operator, issue, key_client):
+    issued = issue(operator, scopes=["topologies:read"])
+    client = key_client(issued.secret)
+    assert client.get("/api/v1/topologies/").status_code == 200
+    ApiKey.objects.filter(pk=issued.key.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    services._invalidate([str(issued.key.pk)])
+    assert client.get("/api/v1/topologies/").json()["error"]["code"] == "key_expired"  # cached as expired
+    services.key_update(
+        key=issued.key, actor=operator, changes={"expires_at": timezone.now() + timedelta(days=3)}
+    )
+    assert client.get("/api/v1/topologies/").status_code == 200

@@ -1,0 +1,83 @@
+"""Audit details as a person reads them: lists joined, changes as before → after, targets linked."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from django import template
+from django.urls import NoReverseMatch, reverse
+
+register = template.Library()
+
+# Targets that have a page of their own: target_type -> URL name taking the target's id.
+TARGET_PAGES = {"keys.apikey": "keys:detail"}
+
+ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
+
+ACTION_LABELS = {
+    "key.create": "key created",
+    "key.rotate": "secret rotated",
+    "key.revoke": "key revoked",
+    "key.update": "settings changed",
+    "key.scopes_change": "scopes changed",
+    "key.auth_failed": "request refused",
+    "key.budget_alert": "budget alert",
+}
+
+
+def _plain(value: Any) -> str:
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, str) and ISO_TIME.match(value):
+        try:
+            when = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        if when.tzinfo is not None:
+            return f"{when.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+        return f"{when:%Y-%m-%d %H:%M:%S}"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list | tuple):
+        return ", ".join(_plain(v) for v in value) if value else "none"
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_plain(v)}" for k, v in value.items())
+    return str(value)
+
+
+@register.filter
+def audit_value(value: Any, key: str = "") -> str:
+    """One detail value in words; a `changed` map reads `field: before → after; …`."""
+    if key == "changed" and isinstance(value, dict):
+        parts = []
+        for field, change in value.items():
+            if isinstance(change, list | tuple) and len(change) == 2:
+                parts.append(f"{field.replace('_', ' ')}: {_plain(change[0])} → {_plain(change[1])}")
+            else:
+                parts.append(f"{field.replace('_', ' ')}: {_plain(change)}")
+        return "; ".join(parts)
+    return _plain(value)
+
+
+@register.filter
+def audit_action_label(action: str) -> str:
+    return ACTION_LABELS.get(action, "")
+
+
+@register.simple_tag
+def audit_target_url(event: Any) -> str:
+    name = TARGET_PAGES.get(event.target_type)
+    if not name or not event.target_id:
+        return ""
+    try:
+        return reverse(name, args=[event.target_id])
+    except NoReverseMatch:
+        return ""
+
+
+@register.filter
+def audit_key(name: str) -> str:
+    """`previous_secret_stops_at` -> `previous secret stops at`."""
+    return str(name).replace("_", " ")
