@@ -64,9 +64,19 @@ def _token(scope: Scope_) -> str:
     return rest
 
 
+_addresses: dict[tuple[str | None, str | None], str | None] = {}
+
+
 def _source_ip(scope: Scope_) -> str | None:
+    """resolve_client_ip, remembered per (peer, X-Forwarded-For): settings do not change while serving."""
     client = scope.get("client") or (None, None)
-    return resolve_client_ip(client[0], _header(scope, b"x-forwarded-for"), list(settings.TRUSTED_PROXIES))
+    seen = (client[0], _header(scope, b"x-forwarded-for"))
+    if seen in _addresses:
+        return _addresses[seen]
+    if len(_addresses) >= 10_000:
+        _addresses.clear()
+    found = _addresses[seen] = resolve_client_ip(seen[0], seen[1], list(settings.TRUSTED_PROXIES))
+    return found
 
 
 async def _read_body(receive: Receive) -> bytes:
@@ -173,14 +183,15 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
             await _send_models(send, _visible(table, grant))
             outcome.status = 200
             return
-        request = _parse(await _read_body(receive))
+        raw = await _read_body(receive)
+        request = _parse(raw)
         outcome.model = str(request["model"])
         entry = _route(table, grant, outcome.model)
         outcome.entry = entry
         if messages_api:
             await anthropic.serve(request, entry, send, outcome)
         else:
-            await dispatch.serve(path, request, entry, send, outcome)
+            await dispatch.serve(path, request, entry, send, outcome, raw=raw)
     except GatewayError as error:
         outcome.status = error.status
         outcome.error_code = error.code

@@ -75,31 +75,37 @@ class Upstream:
     backend: str
 
 
-def _cluster_call(path: str, request: dict[str, Any], entry: RouteEntry) -> Upstream:
-    body = {**request, "model": entry.model}
-    return Upstream(f"{entry.endpoint}{path}", json.dumps(body).encode(), {}, "cluster")
+def _body(request: dict[str, Any], model: str, raw: bytes | None) -> bytes:
+    """The request for `model`: the caller's own bytes when they already name it, else re-encoded."""
+    if raw is not None and request.get("model") == model:
+        return raw
+    return json.dumps({**request, "model": model}).encode()
 
 
-def _fallback_call(path: str, request: dict[str, Any], entry: RouteEntry) -> Upstream:
+def _cluster_call(path: str, request: dict[str, Any], entry: RouteEntry, raw: bytes | None) -> Upstream:
+    return Upstream(f"{entry.endpoint}{path}", _body(request, entry.model, raw), {}, "cluster")
+
+
+def _fallback_call(path: str, request: dict[str, Any], entry: RouteEntry, raw: bytes | None) -> Upstream:
     assert entry.fallback is not None
-    body = {**request, "model": entry.fallback.model}
+    body = _body(request, entry.fallback.model, raw)
     headers = {"Authorization": f"Bearer {entry.fallback.api_key}"} if entry.fallback.api_key else {}
-    return Upstream(
-        f"{entry.fallback.base_url}{path.removeprefix('/v1')}", json.dumps(body).encode(), headers, "fallback"
-    )
+    return Upstream(f"{entry.fallback.base_url}{path.removeprefix('/v1')}", body, headers, "fallback")
 
 
 async def open_answer(
-    path: str, request: dict[str, Any], entry: RouteEntry, outcome: Outcome
+    path: str, request: dict[str, Any], entry: RouteEntry, outcome: Outcome, *, raw: bytes | None = None
 ) -> aiohttp.ClientResponse:
-    """The upstream response (headers in) from the cluster, or the fallback when the cluster fails."""
+    """The upstream response (headers in) from the cluster, or the fallback when the cluster fails.
+    `raw` is the caller's body when `request` is exactly its parse (sent as it came when the model
+    name needs no change)."""
     breaker = breaker_for(entry)
     reason = ""
     if entry.endpoint:
         allowed, changed = breaker.allow(time.monotonic())
         _note(entry, changed, "trying the cluster again")
         if allowed:
-            call = _cluster_call(path, request, entry)
+            call = _cluster_call(path, request, entry, raw)
             try:
                 response = await upstream.post(
                     call.url, call.body, headers=call.headers, first_byte_timeout=entry.timeout
@@ -133,7 +139,7 @@ async def open_answer(
             "Configure a fallback upstream on the topology's gateway settings, or fix the cluster.",
             headers={"retry-after": "5"},
         )
-    call = _fallback_call(path, request, entry)
+    call = _fallback_call(path, request, entry, raw)
     try:
         response = await upstream.post(
             call.url, call.body, headers=call.headers, first_byte_timeout=entry.timeout
@@ -182,7 +188,15 @@ def _count_usage(body: bytes, outcome: Outcome) -> None:
         outcome.completion_tokens = int(usage.get("completion_tokens") or 0)
 
 
-async def serve(path: str, request: dict[str, Any], entry: RouteEntry, send: Send, outcome: Outcome) -> None:
+async def serve(
+    path: str,
+    request: dict[str, Any],
+    entry: RouteEntry,
+    send: Send,
+    outcome: Outcome,
+    *,
+    raw: bytes | None = None,
+) -> None:
     """OpenAI chat/completions: the answer passed through byte for byte (streams event by event)."""
     started = time.monotonic()
     outcome.stream = bool(request.get("stream"))
@@ -190,11 +204,13 @@ async def serve(path: str, request: dict[str, Any], entry: RouteEntry, send: Sen
     if outcome.stream:
         options = request.get("stream_options")
         client_wants_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-        request = {
-            **request,
-            "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True},
-        }
-    response = await open_answer(path, request, entry, outcome)
+        if not (isinstance(options, dict) and options.get("include_usage") is True):
+            raw = None  # the request changes: it asks for usage
+            request = {
+                **request,
+                "stream_options": {**(options if isinstance(options, dict) else {}), "include_usage": True},
+            }
+    response = await open_answer(path, request, entry, outcome, raw=raw)
     outcome.status = response.status
     try:
         if not outcome.stream or response.status != 200:
@@ -222,7 +238,9 @@ async def relay_stream(
         for event in reader.feed(chunk):
             data = event_data(event)
             if data is not None:
-                usage_only, _ = inspect_chunk(data, stats)
+                usage_only = False
+                if not stats.first_content or b'"usage"' in data or b"\\u" in data:
+                    usage_only, _ = inspect_chunk(data, stats)  # else: no usage and content seen, no news
                 if stats.first_content and outcome.ttft_ms is None:
                     outcome.ttft_ms = (time.monotonic() - started) * 1000
                 if usage_only and drop_usage_chunk:

@@ -1,7 +1,8 @@
 """Per-request records and breaker changes, written in batches off the request path.
 
 Requests append to an in-process buffer; one task per event loop writes it every
-``FLUSH_SECONDS`` with one bulk insert (in a worker thread), so a request never waits on the database.
+``FLUSH_SECONDS`` with one bulk insert (COPY on PostgreSQL, in a worker thread), so a request never
+waits on the database.
 """
 
 from __future__ import annotations
@@ -81,11 +82,11 @@ class Recorder:
 def _write(requests: list[RequestRecord], breakers: list[BreakerRecord]) -> None:
     from django.db import close_old_connections
 
-    from gateway.models import BreakerEvent, GatewayRequest
+    from gateway.models import BreakerEvent
 
     close_old_connections()
     if requests:
-        GatewayRequest.objects.bulk_create([GatewayRequest(**vars(r)) for r in requests])
+        _insert(requests)
     for change in breakers:
         BreakerEvent.objects.create(
             topology_id=change.topology_id, state=change.state, reason=change.reason[:300]
@@ -100,6 +101,26 @@ def _write(requests: list[RequestRecord], breakers: list[BreakerRecord]) -> None
         }
         broadcast.send_now(broadcast.topology_group(change.topology_id), payload)
         broadcast.send_now(broadcast.overview_group(), payload)
+
+
+def _insert(requests: list[RequestRecord]) -> None:
+    """One COPY on PostgreSQL (a tenth of bulk_create's CPU per row); bulk_create elsewhere."""
+    from django.db import connection
+
+    from gateway.models import GatewayRequest
+
+    if connection.vendor != "postgresql":
+        GatewayRequest.objects.bulk_create([GatewayRequest(**vars(r)) for r in requests])
+        return
+    meta = GatewayRequest._meta
+    names = list(vars(requests[0]))
+    quote = connection.ops.quote_name
+    column = {f.attname: str(f.column) for f in meta.concrete_fields}
+    columns = ", ".join(quote(column[name]) for name in names)
+    statement = f"COPY {quote(meta.db_table)} ({columns}) FROM STDIN"
+    with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
+        for record in requests:
+            copy.write_row(tuple(vars(record).values()))
 
 
 _recorders: dict[int, Recorder] = {}

@@ -1,14 +1,14 @@
 """Model name → topology route, held in memory and reloaded when a route or topology changes.
 
-Each process checks the routes' generation in Redis at most once a second (not per request) and
-reloads the table from the database in a worker thread when it changed; requests read the table
-from memory.
+Each process checks the routes' generation in Redis twice a second in a background task (never on
+a request's path once loaded) and reloads the table from the database in a worker thread when it
+changed; requests read the table from memory.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import logging
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -16,7 +16,8 @@ from django.conf import settings
 
 from keys import limits
 
-REFRESH_SECONDS = 1.0
+REFRESH_SECONDS = 0.5
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -77,26 +78,42 @@ def load_table(generation: str) -> RouteTable:
 class _Holder:
     def __init__(self) -> None:
         self.table: RouteTable | None = None
-        self.checked = 0.0
         self.lock = asyncio.Lock()
+        self.watcher: asyncio.Task[None] | None = None
 
 
 _holders: dict[int, _Holder] = {}
 
 
-async def current() -> RouteTable:
+async def _refresh(holder: _Holder) -> None:
     from keys.hotpath_async import _client
 
+    client, _, _ = _client()
+    value = await client.get(generation_key())
+    generation = value.decode() if isinstance(value, bytes) else "none"
+    if holder.table is None or holder.table.generation != generation:
+        holder.table = await sync_to_async(load_table)(generation)
+
+
+async def _watch(holder: _Holder) -> None:
+    """Look for a route change every REFRESH_SECONDS, off the request path."""
+    while True:
+        await asyncio.sleep(REFRESH_SECONDS)
+        try:
+            async with holder.lock:
+                await _refresh(holder)
+        except Exception:  # Redis or the database away: keep serving the table we have
+            logger.warning("could not check the gateway's routes for changes; serving the last known ones")
+
+
+async def current() -> RouteTable:
+    """The table in memory; the first call of an event loop loads it and starts its watcher."""
     holder = _holders.setdefault(id(asyncio.get_running_loop()), _Holder())
-    if holder.table is not None and time.monotonic() - holder.checked < REFRESH_SECONDS:
-        return holder.table
-    async with holder.lock:
-        if holder.table is not None and time.monotonic() - holder.checked < REFRESH_SECONDS:
-            return holder.table
-        client, _, _ = _client()
-        value = await client.get(generation_key())
-        generation = value.decode() if isinstance(value, bytes) else "none"
-        if holder.table is None or holder.table.generation != generation:
-            holder.table = await sync_to_async(load_table)(generation)
-        holder.checked = time.monotonic()
-        return holder.table
+    if holder.table is None:
+        async with holder.lock:
+            if holder.table is None:
+                await _refresh(holder)
+    if holder.watcher is None or holder.watcher.done():
+        holder.watcher = asyncio.get_running_loop().create_task(_watch(holder))
+    assert holder.table is not None
+    return holder.table

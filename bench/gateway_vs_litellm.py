@@ -1,0 +1,294 @@
+"""Gateway overhead: an upstream called directly, through Tandem's gateway and through LiteLLM's proxy.
+
+One run, one harness, turns interleaved (each round rotates the order of direct / tandem / litellm),
+everything on loopback: the load generator (bench/loadgen.py, raw asyncio), the upstreams, Tandem
+(uvicorn, one worker, the bench database and Redis, a real inference key with limits, so every
+request runs the limit script and is recorded) and LiteLLM (its own virtualenv, offline, one worker,
+a master key, no database) configured with the same upstreams (bench/gateway_peers.py):
+
+- ``echo``: a constant-time upstream (answers at once), isolating what a gateway adds;
+- ``sim``: a simulated P/D stack (router, prefill and decode engines) for realism.
+
+Open loop at fixed rates (latency from each request's scheduled time to its last byte), streaming
+and not, then closed loop (a fixed number of connections) for maximum requests/s. Prints added
+latency (through a gateway minus direct, per percentile), server CPU per request and max
+requests/s side by side. Targets: Tandem's added p99 ≤ 5 ms at 100 req/s and at most half of
+LiteLLM's; Tandem's max requests/s per worker ≥ 3× LiteLLM's.
+
+    .venv/bin/python bench/gateway_vs_litellm.py [--rates 50,100,200] [--seconds 4] [--rounds 3]
+        [--connections 32] [--upstreams echo,sim] [--litellm-venv var/litellm-venv]
+    .venv/bin/python bench/gateway_vs_litellm.py --http-clients   # aiohttp vs httpx: gateway_clients.py
+    .venv/bin/python bench/gateway_vs_litellm.py --profile var/gateway.prof   # cProfile under load
+
+LiteLLM's virtualenv (never a project dependency) is made once with
+``python3 -m venv var/litellm-venv && var/litellm-venv/bin/pip install 'litellm[proxy]'``.
+Environment: ``BENCH_DATABASE_URL`` (postgres://postgres@127.0.0.1:5432/tandem_bench_gateway,
+created and migrated when missing), ``BENCH_REDIS_URL`` (redis://127.0.0.1:6379/13).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.request import Request, urlopen
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gateway_peers import (
+    LITELLM_MASTER_KEY,
+    LiteLLM,
+    TandemGateway,
+    echo_upstream,
+    litellm_version,
+    sim_upstream,
+    tandem_setup,
+)
+from gateway_tables import Cell, mode, print_closed, print_open, print_summary
+from loadgen import Result, Target, closed_loop, open_loop
+from telemetry_fanout import ROOT, ProcStats, apply_env, ensure_database, free_port
+
+PATHS = ("direct", "tandem", "litellm")
+MODELS = {"echo": "bench/echo", "sim": "bench/sim"}
+PROMPT = [{"role": "user", "content": "Say hello to the benchmark in a few words."}]
+
+
+def body(upstream: str, stream: bool) -> bytes:
+    request: dict[str, object] = {"model": MODELS[upstream], "messages": PROMPT, "max_tokens": 8}
+    if stream:
+        request.update(stream=True, stream_options={"include_usage": True})
+    return json.dumps(request).encode()
+
+
+def address(url: str) -> tuple[str, int]:
+    host, port = url.removeprefix("http://").split(":")
+    return host, int(port)
+
+
+def targets(upstream: str, stream: bool, ports: dict[str, tuple[str, int]], secret: str) -> dict[str, Target]:
+    expect = b"[DONE]" if stream else b'"choices"'
+    payload = body(upstream, stream)
+    auth = {"tandem": f"Bearer {secret}", "litellm": f"Bearer {LITELLM_MASTER_KEY}"}
+    found = {}
+    for path in PATHS:
+        host, port = ports[upstream if path == "direct" else path]
+        headers = {"Authorization": auth[path]} if path in auth else {}
+        found[path] = Target.post(path, host, port, "/v1/chat/completions", payload, headers, expect)
+    return found
+
+
+def check(target: Target) -> str:
+    """One request by urllib: status, Tandem's backend header, the start of the answer."""
+    head, _, payload = target.request.partition(b"\r\n\r\n")
+    headers = dict(
+        line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if not line.startswith("Host")
+    )
+    url = f"http://{target.host}:{target.port}/v1/chat/completions"
+    request = Request(url, data=payload, headers=headers)
+    with urlopen(request, timeout=30) as response:  # noqa: S310 - loopback only
+        answer = response.read()
+        backend = response.headers.get("x-tandem-backend", "-")
+        if response.status != 200 or target.expect not in answer:
+            raise RuntimeError(f"{target.label}: {response.status} {answer[:200]!r}")
+        return f"{target.label}: {response.status}, x-tandem-backend {backend}, {len(answer)} bytes"
+
+
+async def quiet(proc: ProcStats, *, limit: float = 10.0) -> None:
+    """Wait (at most `limit` s) until the server uses under 5 % of a core."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        cpu0 = proc.cpu_seconds()
+        await asyncio.sleep(0.25)
+        if proc.cpu_seconds() - cpu0 < 0.0125:
+            return
+
+
+@dataclass
+class Bench:
+    args: argparse.Namespace
+    ports: dict[str, tuple[str, int]]
+    secret: str
+    stats: dict[str, ProcStats]  # path (direct = the upstream) -> process
+    open_rows: dict[tuple[str, bool, float], dict[str, Cell]] = field(default_factory=dict)
+    closed_rows: dict[tuple[str, bool], dict[str, Cell]] = field(default_factory=dict)
+
+    def server(self, path: str, upstream: str) -> ProcStats:
+        return self.stats[upstream if path == "direct" else path]
+
+    async def turns(self, upstream: str, stream: bool, run, rounds: int) -> dict[str, Cell]:  # type: ignore[no-untyped-def]
+        found = targets(upstream, stream, self.ports, self.secret)
+        cells = {path: Cell(Result(path)) for path in found}
+        for r in range(rounds):
+            for path in PATHS[r % 3 :] + PATHS[: r % 3]:
+                proc = self.server(path, upstream)
+                cpu0, wall0 = proc.cpu_seconds(), time.perf_counter()
+                result = await run(found[path])
+                cells[path].cpu += proc.cpu_seconds() - cpu0
+                cells[path].wall += time.perf_counter() - wall0
+                await quiet(
+                    proc
+                )  # an overloaded server still busy with abandoned requests slows the next turn
+                cells[path].requests += result.sent + result.warm
+                cells[path].result.merge(result)
+        return cells
+
+    async def run(self) -> None:
+        args = self.args
+        for upstream in args.upstreams:
+            for stream in (False, True):
+                for rate in args.rates:
+                    cells = await self.turns(
+                        upstream,
+                        stream,
+                        lambda t, rate=rate: open_loop(t, rate=rate, seconds=args.seconds),
+                        args.rounds,
+                    )
+                    self.open_rows[(upstream, stream, rate)] = cells
+                    print_open(upstream, stream, rate, cells)
+        for upstream in args.closed_upstreams:
+            for stream in (False, True):
+                cells = await self.turns(
+                    upstream,
+                    stream,
+                    lambda t: closed_loop(t, connections=args.connections, seconds=args.seconds),
+                    args.rounds,
+                )
+                self.closed_rows[(upstream, stream)] = cells
+                print_closed(upstream, stream, args.connections, cells)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="50,100,200", help="open-loop rates, req/s")
+    parser.add_argument("--seconds", type=float, default=4.0, help="length of each turn")
+    parser.add_argument("--rounds", type=int, default=3, help="turns per path at each setting")
+    parser.add_argument("--connections", type=int, default=32, help="closed-loop connections")
+    parser.add_argument("--upstreams", default="echo,sim", help="open-loop upstreams: echo, sim")
+    parser.add_argument("--closed-upstreams", default="echo", help="closed-loop upstreams")
+    parser.add_argument("--sim-time-scale", type=float, default=0.05, help="SANDBOX_TIME_SCALE of the sim")
+    parser.add_argument(
+        "--litellm-venv", default=os.environ.get("BENCH_LITELLM_VENV", str(ROOT / "var/litellm-venv"))
+    )
+    parser.add_argument("--http-clients", action="store_true", help="aiohttp vs httpx, raw cost per request")
+    parser.add_argument(
+        "--clients-python",
+        default=os.environ.get("BENCH_CLIENTS_PYTHON", str(ROOT / "var/http-clients-venv/bin/python")),
+        help="a Python with aiohttp, httpx and uvloop for --http-clients",
+    )
+    parser.add_argument("--profile", help="write a cProfile of the gateway under closed-loop load here")
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="niceness of the harness and every server it starts (e.g. -10 on a busy shared machine)",
+    )
+    args = parser.parse_args()
+    if args.nice:
+        os.nice(args.nice)  # inherited by every process started below, gateways alike
+    import uvloop
+
+    if args.http_clients:
+        clients = Path(__file__).resolve().parent / "gateway_clients.py"
+        subprocess.run([args.clients_python, str(clients), f"--rounds={args.rounds}"], check=True)
+        return
+    args.rates = [float(r) for r in args.rates.split(",") if r]
+    args.upstreams = [u for u in args.upstreams.split(",") if u]
+    args.closed_upstreams = [u for u in args.closed_upstreams.split(",") if u]
+    venv = Path(args.litellm_venv)
+    if not args.profile and not (venv / "bin" / "litellm").exists():
+        sys.exit(
+            f"LiteLLM is not in {venv}: python3 -m venv {venv} && {venv}/bin/pip install 'litellm[proxy]'"
+        )
+    os.environ.setdefault("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/tandem_bench_gateway")
+    os.environ.setdefault("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
+    apply_env()
+    ensure_database()
+    import django
+
+    django.setup()
+    logs = ROOT / "var" / "bench-gateway"
+    logs.mkdir(parents=True, exist_ok=True)
+    needed = set(args.upstreams) | set(args.closed_upstreams) | ({"echo"} if args.profile else set())
+    with echo_upstream() as echo, sim_upstream(MODELS["sim"], args.sim_time_scale) as sim:
+        urls = {"echo": echo.url, "sim": sim.url}
+        secret = tandem_setup({MODELS[u]: urls[u] for u in ("echo", "sim")})
+        if args.profile:
+            profile(args, logs, echo, secret)
+            return
+        print(
+            f"LiteLLM {litellm_version(venv)} ({venv}), Tandem gateway (uvicorn, 1 worker); "
+            f"upstreams: echo {echo.url}, sim {sim.url} (SANDBOX_TIME_SCALE {args.sim_time_scale:g})"
+        )
+        litellm_port = free_port()
+        with (
+            TandemGateway(logs / "tandem.log") as tandem,
+            LiteLLM(
+                venv,
+                {MODELS[u]: urls[u] + "/v1" for u in ("echo", "sim")},
+                litellm_port,
+                logs / "litellm.log",
+            ) as litellm,
+        ):
+            ports = {"tandem": ("127.0.0.1", tandem.port), "litellm": ("127.0.0.1", litellm_port)}
+            ports.update({u: address(urls[u]) for u in ("echo", "sim")})
+            for upstream in sorted(needed):
+                for stream in (False, True):
+                    for target in targets(upstream, stream, ports, secret).values():
+                        for _ in range(20):  # warm up (LiteLLM's first requests are slow)
+                            line = check(target)
+                        print(f"  check {upstream} {mode(stream)}: {line}")
+            stats = {
+                "echo": ProcStats(echo.pid),
+                "sim": ProcStats(sim.pid),
+                "tandem": ProcStats(tandem.pid, children=True),
+                "litellm": ProcStats(litellm.pid, children=True),
+            }
+            bench = Bench(args, ports, secret, stats)
+            load0 = os.getloadavg()[0]
+            started = time.monotonic()
+            uvloop.run(bench.run())
+            print_summary(bench.open_rows, bench.closed_rows)
+            print(
+                f"\n  {time.monotonic() - started:.0f} s of turns; machine load average {load0:.2f} at the "
+                f"start, {os.getloadavg()[0]:.2f} at the end ({os.cpu_count()} CPUs for the generator, "
+                "upstreams and gateways, and whatever else runs here)"
+            )
+
+
+def profile(args: argparse.Namespace, logs: Path, echo, secret: str) -> None:  # type: ignore[no-untyped-def]
+    import pstats
+
+    import uvloop
+
+    out = Path(args.profile).resolve()
+    with TandemGateway(logs / "tandem-profiled.log", profile=out) as tandem:
+        ports = {
+            "tandem": ("127.0.0.1", tandem.port),
+            "litellm": ("", 0),
+            "echo": address(echo.url),
+            "sim": ("", 0),
+        }
+
+        async def load() -> None:
+            for stream in (False, True):
+                target = targets("echo", stream, ports, secret)["tandem"]
+                result = await closed_loop(target, connections=args.connections, seconds=args.seconds * 2)
+                rps = len(result.latency) / result.seconds
+                print(f"profiled {mode(stream)}: {rps:.0f} req/s, {result.errors} errors")
+
+        for stream in (False, True):
+            check(targets("echo", stream, ports, secret)["tandem"])
+        uvloop.run(load())
+    stats = pstats.Stats(str(out))
+    stats.sort_stats("tottime").print_stats(30)
+    stats.sort_stats("cumulative").print_stats(40)
+
+
+if __name__ == "__main__":
+    main()
