@@ -108,7 +108,9 @@ def check(method: str, path: str, status: int, content_type: str, content: bytes
             return []
         if status not in UNDOCUMENTED_OK or not _is_error_shape(body):
             where = "no such path" if template is None else f"{template} has no {method}"
-            return [f"{label}: the schema has {where}; only an error-shape {sorted(UNDOCUMENTED_OK)} may answer"]
+            return [
+                f"{label}: the schema has {where}; only an error-shape {sorted(UNDOCUMENTED_OK)} may answer"
+            ]
         return []
     responses = operation["responses"]
     response = responses.get(str(status))

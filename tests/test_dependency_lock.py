@@ -38,9 +38,12 @@ def test_every_declared_dependency_is_locked_within_its_range():
         for line in declared:
             requirement = Requirement(line)
             name = canonicalize_name(requirement.name)
-            assert name in pins, f"{requirement.name} is declared but not in requirements/{lock}; run make lock"
+            assert name in pins, (
+                f"{requirement.name} is declared but not in requirements/{lock}; run make lock"
+            )
             assert requirement.specifier.contains(pins[name], prereleases=True), (
-                f"requirements/{lock} pins {name}=={pins[name]}, outside {requirement.specifier}; run make lock"
+                f"requirements/{lock} pins {name}=={pins[name]}, outside {requirement.specifier}; "
+                "run make lock"
             )
 
 

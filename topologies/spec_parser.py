@@ -192,7 +192,9 @@ class SpecParser:
         for item in raw:
             size = ascii_int(item) or 0
             if size <= 0:
-                self.err(path, f"{item!r} is not a positive size; use whole numbers, e.g. [2048, 128, 1, 576]")
+                self.err(
+                    path, f"{item!r} is not a positive size; use whole numbers, e.g. [2048, 128, 1, 576]"
+                )
                 break
             shape.append(size)
         return shape

@@ -5,8 +5,8 @@ from typing import Any
 from rest_framework import serializers
 
 from accounts.models import User
-from controlplane.api.fields import OptionalEmailField
 from accounts.roles import Role
+from controlplane.api.fields import OptionalEmailField
 
 _ROLE_ERRORS: dict[str, Any] = {
     "invalid_choice": '"{input}" is not a role; use one of: ' + ", ".join(Role.values)

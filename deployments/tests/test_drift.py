@@ -58,10 +58,17 @@ def test_quantities_the_api_server_rewrote_are_not_drift():
     desired = {
         "kind": "Deployment",
         "metadata": {"name": "d"},
-        "spec": {"template": {"spec": {"containers": [{"resources": {"requests": {"cpu": "1.5", "memory": "0.5Gi"}}}]}}},
+        "spec": {
+            "template": {
+                "spec": {"containers": [{"resources": {"requests": {"cpu": "1.5", "memory": "0.5Gi"}}}]}
+            }
+        },
     }
     live = copy.deepcopy(desired)
-    live["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "1500m", "memory": "512Mi"}
+    live["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {
+        "cpu": "1500m",
+        "memory": "512Mi",
+    }
     assert object_differences(live, desired) == []
     live["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
     assert [d["path"] for d in object_differences(live, desired)] == [

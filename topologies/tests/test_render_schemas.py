@@ -87,7 +87,8 @@ def _upstream_schemas() -> dict[tuple[str, str], dict[str, Any]]:
     """The upstream Kthena CRDs in ../shared; their absence fails the test instead of skipping a check."""
     if not UPSTREAM_CRDS.is_dir():
         pytest.fail(
-            f"the upstream Kthena CRDs are expected at {UPSTREAM_CRDS} (CI checks out ../shared beside the repo)"
+            f"the upstream Kthena CRDs are expected at {UPSTREAM_CRDS} "
+            "(CI checks out ../shared beside the repo)"
         )
     return crd_schemas(UPSTREAM_CRDS)
 
