@@ -14,7 +14,7 @@ import re
 import threading
 from typing import Any
 
-from openapi_schema_validator import OAS30ReadValidator, OAS30WriteValidator, oas30_format_checker
+from openapi_schema_validator import OAS30ReadValidator, oas30_format_checker
 
 OUTSIDE_SCHEMA = {"/api/v1/schema/", "/api/v1/docs/"}
 UNDOCUMENTED_OK = {401, 403, 404, 405, 429, 503}
@@ -68,15 +68,11 @@ def _closed(node: Any) -> Any:
 _closed_components: dict[str, Any] = {}
 
 
-def _schema_problems(schema: dict[str, Any], body: Any, *, write: bool = False) -> list[str]:
-    if write:
-        root = {**schema, "components": document()["components"]}
-        validator: Any = OAS30WriteValidator(root, format_checker=oas30_format_checker)
-    else:
-        if not _closed_components:
-            _closed_components.update(_closed(document()["components"]))
-        root = {**_closed(schema), "components": _closed_components}
-        validator = OAS30ReadValidator(root, format_checker=oas30_format_checker)
+def _schema_problems(schema: dict[str, Any], body: Any) -> list[str]:
+    if not _closed_components:
+        _closed_components.update(_closed(document()["components"]))
+    root = {**_closed(schema), "components": _closed_components}
+    validator = OAS30ReadValidator(root, format_checker=oas30_format_checker)
     out = []
     for error in sorted(validator.iter_errors(body), key=lambda e: list(e.absolute_path)):
         where = "/".join(str(p) for p in error.absolute_path) or "(body)"
@@ -129,15 +125,6 @@ def check(method: str, path: str, status: int, content_type: str, content: bytes
     if "json" not in content_type:
         return [f"{label}: Content-Type {content_type!r}, the schema says {next(iter(media))}"]
     return [f"{label}: {problem}" for problem in _schema_problems(schema, body)]
-
-
-def request_problems(method: str, path: str, body: Any) -> list[str]:
-    """What is wrong with a JSON request body according to the document (for request generators)."""
-    _, operation = operation_for(path, method)
-    if operation is None or "requestBody" not in operation:
-        return []
-    schema = operation["requestBody"]["content"].get("application/json", {}).get("schema")
-    return _schema_problems(schema, body, write=True) if schema else []
 
 
 def install() -> None:
