@@ -135,34 +135,3 @@ def owned_by_topology(obj: Mapping[str, Any] | None, topology_id: int) -> bool:
         return False
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return labels.get(MANAGED_BY) == MANAGED_BY_VALUE and labels.get(TOPOLOGY) == str(topology_id)
-
-
-#: Fields the API server refuses to change on an existing object (CRD transition rules such as
-#: ModelRoute's ``self == oldSelf`` on ``modelName``, and built-in immutable fields). A change to one
-#: is made by deleting the object and creating it again, never by an update that would be a 422.
-IMMUTABLE_FIELDS: dict[str, tuple[tuple[str, ...], ...]] = {
-    "ModelRoute": (("spec", "modelName"),),
-    "Deployment": (("spec", "selector"),),
-    "StatefulSet": (("spec", "selector"),),
-}
-
-
-def _field(obj: Manifest, path: tuple[str, ...]) -> Any:
-    value: Any = obj
-    for part in path:
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(part)
-    return value
-
-
-def immutable_changes(live: Manifest | None, desired: Manifest) -> list[str]:
-    """Immutable fields whose desired value differs from the live object's, as readable phrases."""
-    if live is None:
-        return []
-    out = []
-    for path in IMMUTABLE_FIELDS.get(str(desired.get("kind", "")), ()):
-        before, after = _field(live, path), _field(desired, path)
-        if before is not None and before != after:
-            out.append(f"{'.'.join(path)} {before!r} → {after!r}")
-    return out

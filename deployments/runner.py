@@ -29,6 +29,7 @@ from deployments.models import Kind, State
 from deployments.readiness import wait_ready
 from deployments.removal import run_delete
 from deployments.services import deployment_step_add
+from kube.immutable import IMMUTABLE_FIELDS, immutable_changes
 from kube.labels import MANAGED_BY, MANAGED_BY_VALUE
 
 logger = logging.getLogger(__name__)
@@ -184,11 +185,11 @@ def _recreate_immutable(
     """Delete the topology's objects whose immutable fields the revision changes, so the apply that
     follows creates them anew instead of meeting the API server's 422 halfway through a deploy."""
     for obj in manifests:
-        if obj.get("kind") not in plan.IMMUTABLE_FIELDS:
+        if obj.get("kind") not in IMMUTABLE_FIELDS:
             continue
         api_version, kind, namespace, name = plan.object_key(obj)
         live = kube.get_object(conn, api_version, kind, namespace or None, name)
-        changes = plan.immutable_changes(live, obj)
+        changes = immutable_changes(live, obj)
         if not changes:
             continue
         if not plan.owned_by_topology(live, topology_id):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 import kube
-from deployments import plan
 from deployments.models import State
 from deployments.tests.sandbox_helpers import deploy_now
+from kube.immutable import immutable_changes
 from topologies.services import topology_update
 
 pytestmark = pytest.mark.usefixtures("fast_deploys")
@@ -16,12 +16,12 @@ pytestmark = pytest.mark.usefixtures("fast_deploys")
 
 def test_immutable_changes_name_the_field_and_both_values():
     live = {"kind": "ModelRoute", "spec": {"modelName": "qwen"}}
-    assert plan.immutable_changes(live, {"kind": "ModelRoute", "spec": {"modelName": "llama"}}) == [
+    assert immutable_changes(live, {"kind": "ModelRoute", "spec": {"modelName": "llama"}}) == [
         "spec.modelName 'qwen' → 'llama'"
     ]
-    assert plan.immutable_changes(live, {"kind": "ModelRoute", "spec": {"modelName": "qwen"}}) == []
-    assert plan.immutable_changes(None, {"kind": "ModelRoute", "spec": {"modelName": "x"}}) == []
-    assert plan.immutable_changes(live, {"kind": "ModelServer", "spec": {"model": "x"}}) == []
+    assert immutable_changes(live, {"kind": "ModelRoute", "spec": {"modelName": "qwen"}}) == []
+    assert immutable_changes(None, {"kind": "ModelRoute", "spec": {"modelName": "x"}}) == []
+    assert immutable_changes(live, {"kind": "ModelServer", "spec": {"model": "x"}}) == []
 
 
 def test_changing_the_served_model_name_recreates_the_model_route(new_topology, operator, conn):
