@@ -70,6 +70,8 @@ def route_update(
         elif field == "fallback_base_url":
             value = _url(field, value or "", must_end_v1=True)
         elif field == "aliases":
+            if value is not None and not isinstance(value, list):
+                raise _invalid(field, 'must be a list of model names, e.g. ["qwen", "qwen-chat"]')
             names = [str(v).strip() for v in value or [] if str(v).strip()]
             if len(names) > 20 or any(len(n) > 256 for n in names):
                 raise _invalid(field, "give at most 20 names of up to 256 characters")

@@ -222,3 +222,14 @@ def test_known_server_errors_are_gone(world, admin_user):
     response = client.get("/api/v1/deployments/?page_size=-1&topology=1.5")
     assert response.status_code == 400, response.content
     assert "topology" in response.json()["error"]["fields"]
+
+
+def test_gateway_aliases_of_the_wrong_type_are_a_400_naming_the_field(world, admin_user):
+    client = APIClient()
+    client.force_login(admin_user)
+    for aliases in (0, "qwen", {"a": 1}, [["nested"]]):
+        response = client.patch(
+            f"/api/v1/topologies/{world.ids['topologies']}/gateway/", {"aliases": aliases}, format="json"
+        )
+        assert response.status_code == 400, (aliases, response.content)
+        assert any(name.startswith("aliases") for name in response.json()["error"]["fields"])
