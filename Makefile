@@ -12,21 +12,31 @@ TEST_ENV := \
 	FIELD_ENCRYPTION_KEYS=$${TEST_FIELD_ENCRYPTION_KEYS:-qx7dD0H3ZxKdbMgFq3aXNd7R5lOqdRkk2m8Wq1fW0cM=} \
 	TANDEM_HTTPS=false DEBUG=false LOG_LEVEL=warning PASSWORD_HASH_ITERATIONS=1000
 
-.PHONY: demo api-key test install lint typecheck unit browser clean
+.PHONY: demo api-key test install lint typecheck unit browser clean lock
 
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 
-# `make demo` needs only the runtime dependencies; the checks add the dev tools on top.
-$(RUNTIME_STAMP): pyproject.toml package.json package-lock.json
+# `make demo` needs only the runtime dependencies; the checks add the dev tools on top. Both install
+# the exact versions (and hashes) of requirements/*.lock, so every machine gets what CI tested.
+$(RUNTIME_STAMP): pyproject.toml requirements/runtime.lock package.json package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet --require-hashes -r requirements/runtime.lock
+	$(BIN)/pip install --quiet --no-deps -e .
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(RUNTIME_STAMP)
 
-$(STAMP): $(RUNTIME_STAMP)
-	$(BIN)/pip install --quiet -e '.[dev]'
+$(STAMP): $(RUNTIME_STAMP) requirements/dev.lock
+	$(BIN)/pip install --quiet --require-hashes -r requirements/dev.lock
 	touch $(STAMP)
+
+# After changing dependencies in pyproject.toml: re-lock both sets (uv, in a venv of its own).
+UV := $(VENV)-tools/bin/uv
+LOCK_ARGS := --universal --python-version 3.11 --generate-hashes --quiet
+lock:
+	test -x $(UV) || ($(PYTHON) -m venv $(VENV)-tools && $(VENV)-tools/bin/pip install --quiet uv)
+	$(UV) pip compile pyproject.toml --extra dev $(LOCK_ARGS) -o requirements/dev.lock
+	$(UV) pip compile pyproject.toml -c requirements/dev.lock $(LOCK_ARGS) -o requirements/runtime.lock
 
 install: $(STAMP)
 
@@ -55,4 +65,4 @@ browser: $(STAMP)
 test: lint typecheck unit browser
 
 clean:
-	rm -rf $(VENV) node_modules var
+	rm -rf $(VENV) $(VENV)-tools node_modules var

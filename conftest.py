@@ -134,3 +134,18 @@ def prometheus_isolated(sandbox_cluster_isolated):  # type: ignore[no-untyped-de
 
     with SandboxPrometheus(sandbox_cluster_isolated, scrape_interval="1s") as prometheus:
         yield prometheus
+
+
+# The API contract: every answer under /api/ that a test sees must match the OpenAPI document
+# (tests/schema_contract.py); a mismatch fails the test that saw it.
+@pytest.fixture(autouse=True)
+def _api_answers_match_the_schema():  # type: ignore[no-untyped-def]
+    from tests import schema_contract
+
+    schema_contract.install()
+    schema_contract.problems.clear()
+    yield
+    found = list(schema_contract.problems)
+    schema_contract.problems.clear()
+    if found:
+        pytest.fail("API answers that do not match /api/v1/schema/:\n" + "\n".join(found), pytrace=False)

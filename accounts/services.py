@@ -15,6 +15,7 @@ from accounts.models import User
 from accounts.roles import Role
 from accounts.selectors import active_admin_count
 from audit.services import audit_record
+from controlplane import broadcast
 from controlplane.api.errors import Conflict, DomainError
 
 
@@ -127,6 +128,8 @@ def user_update(
     if is_active is not None and is_active != user.is_active:
         changes["is_active"] = [user.is_active, is_active]
         user.is_active = is_active
+        if not is_active:
+            broadcast.sessions_end_on_commit(user.pk)
     if email is not None and email.strip() != user.email:
         changes["email"] = [user.email, email.strip()]
         user.email = email.strip()
@@ -175,6 +178,7 @@ def user_delete(*, actor: Any, user: User, source_ip: str | None = None) -> None
         source_ip=source_ip,
         detail={"username": user.username, "role": user.role},
     )
+    broadcast.sessions_end_on_commit(user.pk)
     user.delete()
 
 
@@ -186,10 +190,12 @@ def login_success_record(*, user: User, source_ip: str | None) -> None:
     audit_record(action="auth.login", actor=user, target=user, source_ip=source_ip)
 
 
-def logout_record(*, user: User | None, source_ip: str | None) -> None:
+def logout_record(*, user: User | None, source_ip: str | None, session_key: str | None = None) -> None:
+    """Audit a logout and close the websockets of that session (all of the user's when it is unknown)."""
     if user is None or not user.is_authenticated:
         return
     audit_record(action="auth.logout", actor=user, target=user, source_ip=source_ip)
+    broadcast.sessions_end_on_commit(user.pk, session_key)
 
 
 def login_failure_record(*, username: str, source_ip: str | None) -> int:

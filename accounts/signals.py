@@ -18,7 +18,10 @@ def on_login(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
 
 @receiver(user_logged_out, dispatch_uid="accounts.logout")
 def on_logout(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
-    services.logout_record(user=user, source_ip=client_ip(request))
+    session = getattr(request, "session", None)
+    services.logout_record(
+        user=user, source_ip=client_ip(request), session_key=getattr(session, "session_key", None)
+    )
 
 
 @receiver(user_login_failed, dispatch_uid="accounts.login_failed")

@@ -32,8 +32,21 @@ def user_group(user_id: int) -> str:
     return f"user.{user_id}"
 
 
-def send_now(group: str, message: dict[str, Any]) -> None:
-    """Send to a group immediately; callers outside a transaction (e.g. after a commit) use this."""
+def sessions_group(user_id: int) -> str:
+    """Control messages to every socket of one user (never forwarded to the browser)."""
+    return f"sessions.{user_id}"
+
+
+def sessions_end_on_commit(user_id: int, session_key: str | None = None) -> None:
+    """Close the user's open websockets once the transaction commits: those of one session (a logout),
+    or all of them (``session_key`` None: the user was deactivated or deleted)."""
+    event = {"type": "session.end", "session_key": session_key}
+    transaction.on_commit(lambda: send_now(sessions_group(user_id), {}, event=event))
+
+
+def send_now(group: str, message: dict[str, Any], *, event: dict[str, Any] | None = None) -> None:
+    """Send to a group immediately; callers outside a transaction (e.g. after a commit) use this.
+    ``event`` replaces the ``broadcast.event`` envelope for control messages to consumers."""
     layer = get_channel_layer()
     if layer is None:
         return
@@ -41,7 +54,8 @@ def send_now(group: str, message: dict[str, Any]) -> None:
 
     async def send() -> None:
         await asyncio.wait_for(
-            layer.group_send(group, {"type": "broadcast.event", "payload": message}), timeout=deadline
+            layer.group_send(group, event or {"type": "broadcast.event", "payload": message}),
+            timeout=deadline,
         )
 
     # Live events are best effort: pages re-fetch their state on reconnect. A Redis outage must not

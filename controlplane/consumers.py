@@ -7,6 +7,9 @@ the browser helper (`static/js/live.js`) understands and does not retry:
 * 4401 — no session (log in again);
 * 4403 — logged in, but this user may not see what the route names;
 * 4404 — no stream at this path (`UnknownStreamConsumer`, the router's last route).
+
+Every socket also listens to its user's sessions group: a logout closes that session's sockets, and
+deactivating or deleting the user closes all of theirs, with 4401, as soon as the change commits.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ class TandemConsumer(AsyncJsonWebsocketConsumer):
         if not user_has_role(user, self.required_role) or not await self.may_join():
             await self.refuse(CLOSE_FORBIDDEN)
             return
-        for group in self.group_names():
+        session = self.scope.get("session")
+        self.session_key = getattr(session, "session_key", None)
+        for group in [broadcast.sessions_group(user.pk), *self.group_names()]:
             await self.channel_layer.group_add(group, self.channel_name)
             self.joined.append(group)
         await self.accept()
@@ -73,6 +78,11 @@ class TandemConsumer(AsyncJsonWebsocketConsumer):
 
     async def broadcast_event(self, event: dict[str, Any]) -> None:
         await self.send_json(event["payload"])
+
+    async def session_end(self, event: dict[str, Any]) -> None:
+        """The user logged out of this session, or was deactivated or deleted: log in again."""
+        if event.get("session_key") in (None, self.session_key):
+            await self.close(code=CLOSE_NO_SESSION)
 
 
 class SystemConsumer(TandemConsumer):

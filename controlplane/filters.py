@@ -23,3 +23,21 @@ class ChoiceFilter(django_filters.ChoiceFilter):
                 "invalid_choice": f"%(value)s is not one of the choices; use one of: {_accepted(choices)}"
             }
         super().__init__(*args, **kwargs)
+
+
+class IdFilter(django_filters.NumberFilter):
+    """An object id: a whole number ≥ 1. ``1.5`` or ``-1`` is a 400 naming the filter, not a silently
+    truncated match (``NumberFilter`` reads decimals)."""
+
+    field_class = django_filters.fields.forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault(
+            "error_messages",
+            {
+                "invalid": "must be an id: a whole number such as 12",
+                "min_value": "must be an id: a whole number ≥ 1",
+            },
+        )
+        super().__init__(*args, **kwargs)

@@ -309,6 +309,11 @@ SPECTACULAR_SETTINGS = {
     ],
     "SWAGGER_UI_SETTINGS": {"persistAuthorization": False},
     "COMPONENT_SPLIT_REQUEST": True,
+    # The shared Error component on every operation's error statuses, and the topology spec's schema.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "controlplane.api.schema.error_responses",
+    ],
     # Swagger UI assets are served from the installed sidecar package, not a CDN (CSP, offline).
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypedDict
 
+from kube import quantity
+
 
 class Difference(TypedDict):
     object: str
@@ -23,9 +25,11 @@ def object_key(obj: Mapping[str, Any]) -> str:
     return f"{obj.get('kind', '?')}/{obj.get('metadata', {}).get('name', '?')}"
 
 
-def _same_scalar(live: Any, desired: Any) -> bool:
+def _same_scalar(live: Any, desired: Any, path: str = "") -> bool:
     if live == desired:
         return True
+    if ".resources." in f".{path}" and quantity.same(live, desired):
+        return True  # the API server stores quantities canonically: "1.5" comes back as "1500m"
     if isinstance(live, bool) or isinstance(desired, bool):
         return False
     if isinstance(live, (int, float, str)) and isinstance(desired, (int, float, str)):
@@ -57,7 +61,7 @@ def _walk(live: Any, desired: Any, path: str, emit: Callable[[str, Any, Any], No
             emit(f"{path} (length)", len(live), len(desired))
         for index, (live_item, desired_item) in enumerate(zip(live, desired, strict=False)):
             _walk(live_item, desired_item, f"{path}[{index}]", emit)
-    elif not _same_scalar(live, desired):
+    elif not _same_scalar(live, desired, path):
         emit(path, live, desired)
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import django_filters
 
-from controlplane.filters import ChoiceFilter
+from controlplane.filters import ChoiceFilter, IdFilter
 from deployments.models import Deployment, Kind, State
 
 
 class DeploymentFilterSet(django_filters.FilterSet):
-    topology = django_filters.NumberFilter(field_name="topology_id", help_text="Topology id.")
+    topology = IdFilter(field_name="topology_id", help_text="Topology id.")
     state = ChoiceFilter(choices=State.choices, label="State")
     kind = ChoiceFilter(choices=Kind.choices, label="Kind")
     active = django_filters.BooleanFilter(method="filter_active", label="Only running deployments")

@@ -29,6 +29,7 @@ from deployments.models import Kind, State
 from deployments.readiness import wait_ready
 from deployments.removal import run_delete
 from deployments.services import deployment_step_add
+from kube.immutable import IMMUTABLE_FIELDS, immutable_changes
 from kube.labels import MANAGED_BY, MANAGED_BY_VALUE
 
 logger = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ def _run_rollout(job: Job) -> None:
             )
         try:
             _ensure_namespace(job, conn, topology.namespace)
+            _recreate_immutable(job, conn, topology.pk, manifests)
             kube.apply_objects(conn, manifests)
         except kube.KubeError as error:
             _fail(job, str(error), [_apply_diagnosis(error)])
@@ -175,6 +177,32 @@ def _apply_diagnosis(error: kube.KubeError) -> Diagnosis:
     elif isinstance(error, kube.KubeConflict):
         fix = "Another field manager owns these fields; remove or rename the conflicting object."
     return {"code": "apply_refused", "message": error.message, "fix": fix, "pods": []}
+
+
+def _recreate_immutable(
+    job: Job, conn: kube.ClusterConnection, topology_id: int, manifests: list[Any]
+) -> None:
+    """Delete the topology's objects whose immutable fields the revision changes, so the apply that
+    follows creates them anew instead of meeting the API server's 422 halfway through a deploy."""
+    for obj in manifests:
+        if obj.get("kind") not in IMMUTABLE_FIELDS:
+            continue
+        api_version, kind, namespace, name = plan.object_key(obj)
+        live = kube.get_object(conn, api_version, kind, namespace or None, name)
+        changes = immutable_changes(live, obj)
+        if not changes:
+            continue
+        if not plan.owned_by_topology(live, topology_id):
+            raise kube.KubeError(
+                f"{kind}/{name} exists, is not managed by this topology, and its "
+                f"{', '.join(changes)} cannot be changed in place; delete it or choose another name"
+            )
+        kube.delete_object(conn, api_version, kind, namespace or None, name)
+        deployment_step_add(
+            deployment=job.load(),
+            message=f"{kind}/{name}: {', '.join(changes)} cannot change in place (immutable); "
+            "deleted to be created again",
+        )
 
 
 def _prune(job: Job, conn: kube.ClusterConnection, topology_id: int, old: list[Any], new: list[Any]) -> None:
@@ -272,6 +300,7 @@ def _rollback(job: Job, target: Any, *, reason: str) -> None:
     conn = connection(deployment)
     manifests = list(target.manifests)
     try:
+        _recreate_immutable(job, conn, topology.pk, manifests)
         kube.apply_objects(conn, manifests)
         job.beat(pods_ready=0, pods_total=plan.expected_pods(manifests))
         problem = wait_ready(job, conn, topology.namespace, topology.pk, manifests)

@@ -173,6 +173,7 @@ class SandboxPrometheus:
     def _expose(self) -> str:
         from kubernetes import client
 
+        # The client takes dict bodies at run time (typed as its models).
         core: Any = client.CoreV1Api(self.cluster.api_client())
         with contextlib.suppress(client.ApiException):
             core.create_namespace({"metadata": {"name": MONITORING_NAMESPACE}})

@@ -8,6 +8,9 @@
   1, of a role's instances at a time). A role with several replicas keeps the rest serving; a role with
   one replica is down until its new pod is Ready. Preflight says so before the deploy.
 Only roles whose pod template changes are replaced; a scale alone replaces nothing.
+
+An object whose immutable field changes (a ModelRoute's ``modelName``) is deleted and created again by
+the deploy; preflight says so, and what that costs, before the deploy.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from kube import labels
+from kube.immutable import immutable_changes
 from topologies.preflight_facts import WARNING, ClusterFacts, Finding
 from topologies.spec import TopologySpec
 
@@ -63,7 +67,7 @@ def check_rollout_availability(
     if deployed is None:
         return []  # a first deploy takes nothing down
     new, old = role_template_hashes(rendered), role_template_hashes(deployed_rendered)
-    out: list[Finding] = []
+    out = _recreated_objects(rendered, deployed_rendered)
     for role_name in ROLES:
         role, before = spec.role(role_name), deployed.role(role_name)
         if role.replicas == 0 or before.replicas == 0 or role_name not in new or role_name not in old:
@@ -97,4 +101,28 @@ def check_rollout_availability(
                     f"or scale {role_name} down by one first",
                 )
             )
+    return out
+
+
+def _recreated_objects(
+    rendered: list[dict[str, Any]], deployed_rendered: list[dict[str, Any]]
+) -> list[Finding]:
+    running = {(o.get("kind"), (o.get("metadata") or {}).get("name")): o for o in deployed_rendered}
+    out = []
+    for obj in rendered:
+        name = (obj.get("metadata") or {}).get("name")
+        changes = immutable_changes(running.get((obj.get("kind"), name)), obj)
+        if not changes:
+            continue
+        field = "routing.model_name" if obj.get("kind") == "ModelRoute" else "name"
+        out.append(
+            Finding(
+                WARNING,
+                "recreated_object",
+                field,
+                f"{obj['kind']}/{name} will be deleted and created again: {', '.join(changes)} cannot "
+                "change in place (the API server refuses it); until it is back, requests it routes fail",
+                "deploy when a short routing gap is acceptable, or keep the old value",
+            )
+        )
     return out

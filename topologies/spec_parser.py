@@ -180,6 +180,53 @@ class SpecParser:
             out[k] = str(v)
         return dict(sorted(out.items()))
 
+    def sizes(self, src: dict[str, Any], key: str, path: str) -> list[int]:
+        """A non-empty list of positive whole numbers (a string "2048, 128" is split)."""
+        raw = src.get(key)
+        if isinstance(raw, str):
+            raw = [s for s in re.split(r"[,\s×x]+", raw.strip("[]() ")) if s]
+        shape: list[int] = []
+        if not isinstance(raw, list) or not raw:
+            self.err(path, "is required: a list of positive sizes, e.g. [2048, 128, 1, 576]")
+            return shape
+        for item in raw:
+            size = ascii_int(item) or 0
+            if size <= 0:
+                self.err(
+                    path, f"{item!r} is not a positive size; use whole numbers, e.g. [2048, 128, 1, 576]"
+                )
+                break
+            shape.append(size)
+        return shape
+
+    def arguments(self, src: dict[str, Any], key: str, path: str) -> tuple[str, ...]:
+        """Extra command-line arguments (a string is split on spaces); flags Tandem sets are refused."""
+        raw = src.get(key) or []
+        if isinstance(raw, str):
+            raw = raw.split()
+        args: list[str] = []
+        if not isinstance(raw, list):
+            self.err(path, "must be a list of command-line arguments")
+            return ()
+        for arg in raw:
+            if isinstance(arg, bool) or not isinstance(arg, (str, int, float)):
+                self.err(path, f"{arg!r:.40} is not a command-line argument; use strings")
+                continue
+            arg = str(arg)
+            problem = text_problem(arg, limit=TEXT_MAX, example="--max-model-len=8192")
+            if problem:
+                self.err(path, f"{arg[:40]!r}: {problem}")
+                continue
+            flag = arg.split("=", 1)[0]
+            if flag in MANAGED_FLAGS:
+                self.err(
+                    path,
+                    f"{flag} is set by Tandem from the spec; remove it and set "
+                    "the matching field (port, tensor_parallel_size, connector, ...) instead",
+                )
+            args.append(arg)
+        return tuple(args)
+
     def parse(self) -> TopologySpec:
         d = self.data
         name = self.text(d, "name", "name")
@@ -322,25 +369,7 @@ class SpecParser:
             self.err("connector.cache_desc", "must be an object with num_tensors, shape, dtype")
             return None
         num = self.integer(raw, "num_tensors", "connector.cache_desc.num_tensors", lo=1, hi=100000)
-        shape_raw = raw.get("shape")
-        if isinstance(shape_raw, str):
-            shape_raw = [s for s in re.split(r"[,\s×x]+", shape_raw.strip("[]() ")) if s]
-        shape: list[int] = []
-        if not isinstance(shape_raw, list) or not shape_raw:
-            self.err(
-                "connector.cache_desc.shape",
-                "is required: a list of positive sizes, e.g. [2048, 128, 1, 576]",
-            )
-        else:
-            for item in shape_raw:
-                size = ascii_int(item) or 0
-                if size <= 0:
-                    self.err(
-                        "connector.cache_desc.shape",
-                        f"{item!r} is not a positive size; use whole numbers, e.g. [2048, 128, 1, 576]",
-                    )
-                    break
-                shape.append(size)
+        shape = self.sizes(raw, "shape", "connector.cache_desc.shape")
         dtype = self.choice(raw, "dtype", "connector.cache_desc.dtype", CACHE_DTYPES)
         return CacheDesc(num_tensors=num, shape=tuple(shape), dtype=dtype)
 
@@ -351,30 +380,7 @@ class SpecParser:
                 f"{path}.accelerator_resource",
                 "must be an extended resource name such as nvidia.com/gpu or huawei.com/Ascend910",
             )
-        args_raw = r.get("extra_args") or []
-        if isinstance(args_raw, str):
-            args_raw = args_raw.split()
-        args: list[str] = []
-        if not isinstance(args_raw, list):
-            self.err(f"{path}.extra_args", "must be a list of command-line arguments")
-        else:
-            for arg in args_raw:
-                if isinstance(arg, bool) or not isinstance(arg, (str, int, float)):
-                    self.err(f"{path}.extra_args", f"{arg!r:.40} is not a command-line argument; use strings")
-                    continue
-                arg = str(arg)
-                problem = text_problem(arg, limit=TEXT_MAX, example="--max-model-len=8192")
-                if problem:
-                    self.err(f"{path}.extra_args", f"{arg[:40]!r}: {problem}")
-                    continue
-                flag = arg.split("=", 1)[0]
-                if flag in MANAGED_FLAGS:
-                    self.err(
-                        f"{path}.extra_args",
-                        f"{flag} is set by Tandem from the spec; remove it and set "
-                        "the matching field (port, tensor_parallel_size, connector, ...) instead",
-                    )
-                args.append(arg)
+        args = self.arguments(r, "extra_args", f"{path}.extra_args")
         tp = self.integer(r, "tensor_parallel_size", f"{path}.tensor_parallel_size", 1, lo=1, hi=64)
         dp = self.integer(r, "data_parallel_size", f"{path}.data_parallel_size", 1, lo=1, hi=64)
         count = self.integer(r, "accelerator_count", f"{path}.accelerator_count", lo=0, hi=64)
@@ -396,7 +402,7 @@ class SpecParser:
             tensor_parallel_size=tp,
             data_parallel_size=dp,
             node_selector=self.str_map(r, "node_selector", f"{path}.node_selector", env=False),
-            extra_args=tuple(args),
+            extra_args=args,
             env=self.str_map(r, "env", f"{path}.env", env=True),
             cpu=self.quantity(r, "cpu", f"{path}.cpu", what="CPU", example='"8" or "500m"'),
             memory=self.quantity(r, "memory", f"{path}.memory", what="memory", example='"64Gi"'),

@@ -6,6 +6,7 @@ from rest_framework import serializers
 
 from accounts.models import User
 from accounts.roles import Role
+from controlplane.api.fields import OptionalEmailField
 
 _ROLE_ERRORS: dict[str, Any] = {
     "invalid_choice": '"{input}" is not a role; use one of: ' + ", ".join(Role.values)
@@ -13,6 +14,8 @@ _ROLE_ERRORS: dict[str, Any] = {
 
 
 class UserSerializer(serializers.ModelSerializer[User]):
+    email = OptionalEmailField(read_only=True)
+
     class Meta:
         model = User
         fields = ["id", "username", "email", "role", "is_active", "date_joined", "last_login"]
@@ -21,13 +24,13 @@ class UserSerializer(serializers.ModelSerializer[User]):
 
 class UserCreateSerializer(serializers.Serializer[User]):
     username = serializers.CharField(max_length=150)
-    email = serializers.EmailField(required=False, allow_blank=True)
+    email = OptionalEmailField(required=False)
     role = serializers.ChoiceField(choices=Role.choices, default=Role.VIEWER, error_messages=_ROLE_ERRORS)
     password = serializers.CharField(write_only=True, style={"input_type": "password"})
 
 
 class UserUpdateSerializer(serializers.Serializer[User]):
-    email = serializers.EmailField(required=False, allow_blank=True)
+    email = OptionalEmailField(required=False)
     role = serializers.ChoiceField(choices=Role.choices, required=False, error_messages=_ROLE_ERRORS)
     is_active = serializers.BooleanField(required=False)
     password = serializers.CharField(write_only=True, required=False, style={"input_type": "password"})
@@ -36,6 +39,7 @@ class UserUpdateSerializer(serializers.Serializer[User]):
 class MeSerializer(serializers.ModelSerializer[User]):
     can_operate = serializers.BooleanField(source="is_operator", read_only=True)
     can_admin = serializers.BooleanField(source="is_admin_role", read_only=True)
+    email = OptionalEmailField(read_only=True)
 
     class Meta:
         model = User

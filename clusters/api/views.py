@@ -166,7 +166,7 @@ class ClusterViewSet(
         return Response(InventorySerializer(body).data)
 
     @extend_schema(responses=HealthCheckSerializer(many=True))
-    @action(detail=True, methods=["get"], url_path="health-history")
+    @action(detail=True, methods=["get"], url_path="health-history", pagination_class=None)
     def health_history(self, request: Request, pk: str | None = None) -> Response:
         """The latest health checks, newest first."""
         checks = selectors.cluster_health_history(self.get_object(), limit=100)

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from django import forms
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 ASCII_ONLY = "enter a whole number written with the digits 0-9"
@@ -46,3 +47,18 @@ def ascii_int(value: object) -> int | None:
     if isinstance(value, str) and ASCII_INT.match(value.strip()):
         return int(value.strip())
     return None
+
+
+@extend_schema_field(
+    {
+        "type": "string",
+        "description": "An email address, or empty when none is set.",
+        "oneOf": [{"format": "email"}, {"maxLength": 0}],
+    }
+)
+class OptionalEmailField(serializers.EmailField):
+    """An email address that may be empty (the user model's email is optional)."""
+
+    def __init__(self, **kwargs: object) -> None:
+        kwargs.setdefault("allow_blank", True)
+        super().__init__(**kwargs)  # type: ignore[arg-type]

@@ -55,6 +55,10 @@ class DeploymentDetail(RetrieveAPIView[Deployment]):
         return selectors.deployment_list().prefetch_related("steps")
 
 
+class NoInput(Serializer[Any]):
+    """An action that reads no body."""
+
+
 class _TopologyAction(GenericAPIView[Topology]):
     required_scopes = {"write": Scope.DEPLOY}
     write_role = Role.OPERATOR
@@ -62,6 +66,10 @@ class _TopologyAction(GenericAPIView[Topology]):
 
     def get_queryset(self) -> Any:
         return topology_selectors.topology_list()
+
+    def get_serializer_class(self) -> type[Serializer[Any]]:
+        # OPTIONS describes the body this action reads (DRF's metadata asks for a serializer).
+        return self.input_serializer or NoInput
 
     def _input(self, request: Request) -> dict[str, Any]:
         if self.input_serializer is None:
@@ -152,6 +160,7 @@ class DeploymentCancel(GenericAPIView[Deployment]):
     required_scopes = {"write": Scope.DEPLOY}
 
     write_role = Role.OPERATOR
+    serializer_class = NoInput
 
     def get_queryset(self) -> Any:
         return selectors.deployment_list()

@@ -52,3 +52,25 @@ def test_list_length_change_and_string_number_equivalence():
     live["spec"]["replicas"] = "1"
     diffs = object_differences(live, DESIRED)
     assert [d["path"] for d in diffs] == ["spec.template.roles (length)"]
+
+
+def test_quantities_the_api_server_rewrote_are_not_drift():
+    desired = {
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {
+            "template": {
+                "spec": {"containers": [{"resources": {"requests": {"cpu": "1.5", "memory": "0.5Gi"}}}]}
+            }
+        },
+    }
+    live = copy.deepcopy(desired)
+    live["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"] = {
+        "cpu": "1500m",
+        "memory": "512Mi",
+    }
+    assert object_differences(live, desired) == []
+    live["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    assert [d["path"] for d in object_differences(live, desired)] == [
+        "spec.template.spec.containers[0].resources.requests.cpu"
+    ]

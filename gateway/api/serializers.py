@@ -20,6 +20,12 @@ class RouteSerializer(serializers.ModelSerializer[Route]):
         write_only=True, required=False, allow_blank=True, max_length=4096
     )
     fallback_key_set = serializers.SerializerMethodField()
+    aliases = serializers.ListField(
+        child=serializers.CharField(max_length=256, allow_blank=True),
+        max_length=20,
+        required=False,
+        help_text="Other model names the gateway routes to this topology (at most 20).",
+    )
     serving_endpoint = serializers.SerializerMethodField(
         help_text="What the gateway uses: entered, or discovered."
     )

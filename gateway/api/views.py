@@ -57,6 +57,7 @@ class TopologyGatewayRequests(GenericAPIView[GatewayRequest]):
 
     required_scopes = {"read": Scope.TELEMETRY_READ}
     serializer_class = GatewayRequestSerializer
+    pagination_class = None  # the latest rows as a plain list
 
     def get_queryset(self) -> Any:
         return topology_selectors.topology_list()
@@ -72,6 +73,7 @@ class TopologyGatewayRequests(GenericAPIView[GatewayRequest]):
 class TopologyBreakerEvents(GenericAPIView[BreakerEvent]):
     required_scopes = {"read": Scope.TELEMETRY_READ}
     serializer_class = BreakerEventSerializer
+    pagination_class = None  # the latest rows as a plain list
 
     def get_queryset(self) -> Any:
         return topology_selectors.topology_list()
@@ -89,6 +91,7 @@ class TopologyVerify(GenericAPIView[ProbeRun]):
 
     required_scopes = {"read": Scope.TELEMETRY_READ, "write": Scope.DEPLOY}
     serializer_class = ProbeRunSerializer
+    pagination_class = None  # the latest rows as a plain list
     write_role = Role.OPERATOR
 
     def get_queryset(self) -> Any:

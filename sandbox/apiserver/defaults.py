@@ -4,6 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from kube.quantity import QuantityError, canonical
+
+
+def _canonical_resources(container: dict[str, Any]) -> None:
+    """Requests and limits are stored in canonical form, as the real API server re-serialises every
+    Quantity (``1.5`` → ``1500m``, ``0.5Gi`` → ``512Mi``); a client reading them back sees that form."""
+    resources = container.get("resources")
+    if not isinstance(resources, dict):
+        return
+    for section in ("requests", "limits"):
+        values = resources.get(section)
+        if not isinstance(values, dict):
+            continue
+        for name, value in values.items():
+            try:
+                values[name] = canonical(value)
+            except QuantityError:
+                continue  # left for validation to refuse with the API server's message
+
 
 def _container_defaults(container: dict[str, Any]) -> None:
     image = str(container.get("image", ""))
@@ -12,6 +31,7 @@ def _container_defaults(container: dict[str, Any]) -> None:
     container.setdefault("terminationMessagePath", "/dev/termination-log")
     container.setdefault("terminationMessagePolicy", "File")
     container.setdefault("resources", {})
+    _canonical_resources(container)
     for port in container.get("ports") or []:
         port.setdefault("protocol", "TCP")
 

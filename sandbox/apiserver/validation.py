@@ -1,7 +1,8 @@
 """Validation the way the API server does it: structural defaulting, pruning and `openAPIV3Schema`
 checks for custom resources, and the handful of built-in rules clients run into first.
 
-CEL rules (`x-kubernetes-validations`) are not evaluated.
+CEL rules (`x-kubernetes-validations`) are evaluated by `sandbox.apiserver.cel`: plain rules on
+create and update, transition rules (`oldSelf`) on update.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import jsonschema
 
 from sandbox.apiserver import rbac_validation
+from sandbox.apiserver.cel import cel_causes
 from sandbox.apiserver.errors import ApiError, invalid
 from sandbox.apiserver.resources import ResourceType
 from sandbox.apiserver.selectors import labels_match, selector_from_match_labels
@@ -360,6 +362,8 @@ def validate(rt: ResourceType, obj: dict[str, Any]) -> None:
     causes = _name_causes(rt, meta)
     if rt.custom and rt.schema is not None:
         causes += _schema_causes(obj, rt.schema)
+        if not causes:
+            causes += cel_causes(rt.schema, obj)
     elif not rt.custom:
         causes += _builtin_causes(rt, obj)
     if causes:
@@ -417,5 +421,7 @@ def validate_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) 
                 f"Invalid value: {_go_value(new_spec.get('clusterIP'))}: may not change once set",
             )
         )
+    if rt.custom and rt.schema is not None:
+        causes += cel_causes(rt.schema, new, old)
     if causes:
         raise invalid(rt.kind, rt.group, (new.get("metadata") or {}).get("name", ""), causes)

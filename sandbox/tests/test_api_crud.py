@@ -260,3 +260,22 @@ def test_deployment_selector_is_immutable(apps, namespace):
         )
     assert exc.value.status == 422
     assert json.loads(exc.value.body)["details"]["causes"][0]["field"] == "spec.selector"
+
+
+def test_resource_quantities_are_stored_in_canonical_form(apps, namespace):
+    container = {
+        "name": "engine",
+        "image": "engine:1",
+        "resources": {"requests": {"cpu": "1.5", "memory": "0.5Gi"}, "limits": {"cpu": "1000m"}},
+    }
+    body = {
+        "metadata": {"name": "quantities"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "q"}},
+            "template": {"metadata": {"labels": {"app": "q"}}, "spec": {"containers": [container]}},
+        },
+    }
+    created = apps.create_namespaced_deployment(namespace, body)
+    resources = created.spec.template.spec.containers[0].resources
+    assert resources.requests == {"cpu": "1500m", "memory": "512Mi"}
+    assert resources.limits == {"cpu": "1"}

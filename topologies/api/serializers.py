@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusters.models import Cluster
@@ -23,6 +24,16 @@ CLUSTER_ERRORS: dict[str, Any] = {
 }
 
 
+@extend_schema_field({"$ref": "#/components/schemas/TopologySpec"})
+class SpecField(serializers.JSONField):
+    """A topology spec as sent: the schema is the spec parser's own (topologies.spec_schema)."""
+
+
+@extend_schema_field({"$ref": "#/components/schemas/StoredTopologySpec"})
+class StoredSpecField(serializers.JSONField):
+    """A topology spec as stored: every field present, defaults filled in."""
+
+
 def validated_spec(value: Any) -> TopologySpec:
     """Parse a spec or raise a DRF error whose fields are paths inside ``spec`` (spec.roles.prefill...)."""
     try:
@@ -34,12 +45,17 @@ def validated_spec(value: Any) -> TopologySpec:
 class TopologySerializer(serializers.ModelSerializer[Topology]):
     cluster_name = serializers.CharField(source="cluster.name", read_only=True)
     current_revision = serializers.IntegerField(
-        source="current_revision.number", read_only=True, default=None
+        source="current_revision.number", read_only=True, default=None, allow_null=True
     )
     deployed_revision = serializers.IntegerField(
-        source="deployed_revision.number", read_only=True, default=None
+        source="deployed_revision.number",
+        read_only=True,
+        default=None,
+        allow_null=True,
+        help_text="The revision running on the cluster; null when never deployed.",
     )
     created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    spec = StoredSpecField(read_only=True)
 
     class Meta:
         model = Topology
@@ -73,7 +89,7 @@ class TopologyCreateSerializer(serializers.Serializer[Any]):
         queryset=Cluster.objects.all(),
         error_messages=CLUSTER_ERRORS,
     )
-    spec = serializers.JSONField(
+    spec = SpecField(
         help_text="The topology spec: name, namespace, engine, connector, roles, ...",
         error_messages={"required": SPEC_REQUIRED},
     )
@@ -84,7 +100,7 @@ class TopologyCreateSerializer(serializers.Serializer[Any]):
 
 
 class TopologyUpdateSerializer(serializers.Serializer[Any]):
-    spec = serializers.JSONField(
+    spec = SpecField(
         help_text="The whole new spec; an unchanged spec creates no revision.",
         error_messages={"required": SPEC_REQUIRED},
     )
@@ -100,7 +116,7 @@ class TopologyUpdateSerializer(serializers.Serializer[Any]):
 
 
 class PreflightSpecSerializer(serializers.Serializer[Any]):
-    spec = serializers.JSONField(error_messages={"required": SPEC_REQUIRED})
+    spec = SpecField(error_messages={"required": SPEC_REQUIRED})
     cluster = serializers.PrimaryKeyRelatedField(
         queryset=Cluster.objects.all(),
         error_messages=CLUSTER_ERRORS,
@@ -141,6 +157,8 @@ class RevisionListSerializer(serializers.ModelSerializer[Revision]):
 
 
 class RevisionSerializer(RevisionListSerializer):
+    spec = StoredSpecField(read_only=True)
+
     class Meta(RevisionListSerializer.Meta):
         fields = [*RevisionListSerializer.Meta.fields, "spec", "manifests"]
         read_only_fields = fields
@@ -175,6 +193,12 @@ class DiffQuerySerializer(serializers.Serializer[Any]):
             if isinstance(detail, dict) and "from_" in detail:
                 detail["from"] = detail.pop("from_")
             raise serializers.ValidationError(detail) from None
+
+
+class DeleteJobSerializer(serializers.Serializer[Any]):
+    deployment = serializers.IntegerField(help_text="The delete job's id.")
+    state = serializers.CharField()
+    url = serializers.CharField(help_text="Where to follow it: /api/v1/deployments/{id}/")
 
 
 class DiffSerializer(serializers.Serializer[Any]):

@@ -25,6 +25,7 @@ from controlplane.client_ip import client_ip
 from keys.scopes import Scope
 from topologies import selectors, services
 from topologies.api.serializers import (
+    DeleteJobSerializer,
     DiffQuerySerializer,
     DiffSerializer,
     PreflightResultSerializer,
@@ -112,8 +113,16 @@ class TopologyViewSet(
             raise spec_error(error) from None
         return Response(TopologySerializer(selectors.topology_list().get(pk=updated.pk)).data)
 
+    @extend_schema(request=TopologyUpdateSerializer, responses={200: TopologySerializer})
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return self.update(request, *args, **kwargs)
+
     @extend_schema(
-        responses={202: OpenApiResponse(description="A delete job; follow it at /api/v1/deployments/{id}/")}
+        responses={
+            202: OpenApiResponse(
+                DeleteJobSerializer, description="A delete job; follow it at /api/v1/deployments/{id}/"
+            )
+        }
     )
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         from deployments.services import topology_delete_start

@@ -83,17 +83,34 @@ def _validate_custom(obj: dict[str, Any], schemas: dict[tuple[str, str], dict[st
     jsonschema.Draft7Validator(schema).validate(obj)
 
 
+def _upstream_schemas() -> dict[tuple[str, str], dict[str, Any]]:
+    """The upstream Kthena CRDs in ../shared; their absence fails the test instead of skipping a check."""
+    if not UPSTREAM_CRDS.is_dir():
+        pytest.fail(
+            f"the upstream Kthena CRDs are expected at {UPSTREAM_CRDS} "
+            "(CI checks out ../shared beside the repo)"
+        )
+    return crd_schemas(UPSTREAM_CRDS)
+
+
 @pytest.mark.parametrize(("name", "spec"), VARIANTS, ids=[v[0] for v in VARIANTS])
 def test_rendered_objects_validate_against_schemas(name: str, spec: TopologySpec) -> None:
     objects = render(spec, topology_id=11, revision=2)
-    upstream = crd_schemas(UPSTREAM_CRDS) if UPSTREAM_CRDS.is_dir() else None
+    upstream = _upstream_schemas()
     for obj in objects:
         if obj["apiVersion"].endswith(".volcano.sh/v1alpha1"):
             _validate_custom(obj, PROJECT_SCHEMAS)
-            if upstream is not None:
-                _validate_custom(obj, upstream)
+            _validate_custom(obj, upstream)
         else:
             kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+
+
+def test_missing_upstream_crds_fail_loudly(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    import topologies.tests.test_render_schemas as this
+
+    monkeypatch.setattr(this, "UPSTREAM_CRDS", tmp_path / "no-shared")
+    with pytest.raises(pytest.fail.Exception, match="upstream Kthena CRDs are expected"):
+        this._upstream_schemas()
 
 
 def test_project_carries_the_kthena_crds_it_renders() -> None:
