@@ -181,3 +181,70 @@ class DiffSerializer(serializers.Serializer[Any]):
     from_revision = serializers.IntegerField()
     to_revision = serializers.IntegerField()
     diff = serializers.CharField(help_text="Unified diff of the rendered manifests as YAML (empty if equal).")
+
+
+IMPORT_YAML_HELP = (
+    "Kthena ModelServing (with its ModelServer and ModelRoute), or prefill and decode Deployments with "
+    "their Services: one or several YAML documents"
+)
+
+
+class ImportRequestSerializer(serializers.Serializer[Any]):
+    yaml = serializers.CharField(
+        help_text=IMPORT_YAML_HELP,
+        trim_whitespace=False,
+        max_length=1_000_000,
+        error_messages={
+            "required": "is required: the YAML text to import",
+            "blank": "is empty; paste the YAML",
+        },
+    )
+    cluster = serializers.PrimaryKeyRelatedField(
+        queryset=Cluster.objects.all(), required=False, error_messages=CLUSTER_ERRORS
+    )
+    overrides = serializers.DictField(
+        required=False,
+        help_text="Top-level spec fields that replace or fill in what the YAML gives (e.g. connector, slo)",
+    )
+    preview = serializers.BooleanField(
+        default=True,
+        help_text="true: only show what the import gives; false: create the topology (needs cluster)",
+    )
+    message = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs.get("preview", True) and "cluster" not in attrs:
+            raise serializers.ValidationError(
+                {"cluster": ["is required to save: the id of a registered cluster"]}
+            )
+        return attrs
+
+
+class ImportNoteSerializer(serializers.Serializer[Any]):
+    kind = serializers.ChoiceField(choices=["mapped", "verbatim", "unsupported"])
+    source = serializers.CharField(help_text="Where in the YAML")  # type: ignore[assignment]
+    target = serializers.CharField(help_text="The spec field it went to (empty: rendered by Tandem)")
+    message = serializers.CharField()
+
+
+class ImportReportSerializer(serializers.Serializer[Any]):
+    mapped = ImportNoteSerializer(many=True)
+    verbatim = ImportNoteSerializer(many=True)
+    unsupported = ImportNoteSerializer(many=True)
+
+
+class ImportPreviewSerializer(serializers.Serializer[Any]):
+    ok = serializers.BooleanField()
+    source = serializers.CharField(  # type: ignore[assignment]
+        help_text="kthena, deployments, or empty when nothing was recognised"
+    )
+    spec = serializers.JSONField(help_text="The spec the YAML gives (with defaults when ok)")
+    report = ImportReportSerializer()
+    errors = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField())
+    )
+
+
+class ImportCreatedSerializer(serializers.Serializer[Any]):
+    topology = TopologySerializer()
+    report = ImportReportSerializer()

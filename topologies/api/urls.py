@@ -16,5 +16,14 @@ urlpatterns: list[URLPattern | URLResolver] = [
         views.RevisionDetail.as_view(),
         name="topology-revision-detail",
     ),
+    *(
+        path(
+            f"topologies/<int:pk>/revisions/<int:number>/{what}.yaml",
+            views.RevisionExport.as_view(),
+            {"what": what},
+            name=f"topology-revision-{what}-yaml",
+        )
+        for what in ("manifests", "spec")
+    ),
     *router.urls,
 ]

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -23,10 +25,13 @@ from accounts.roles import Role
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from keys.scopes import Scope
-from topologies import selectors, services
+from topologies import export, selectors, services
 from topologies.api.serializers import (
     DiffQuerySerializer,
     DiffSerializer,
+    ImportCreatedSerializer,
+    ImportPreviewSerializer,
+    ImportRequestSerializer,
     PreflightResultSerializer,
     PreflightRevisionSerializer,
     PreflightSpecSerializer,
@@ -37,6 +42,7 @@ from topologies.api.serializers import (
     TopologyUpdateSerializer,
 )
 from topologies.filtersets import TopologyFilterSet
+from topologies.importing import import_manifests
 from topologies.models import Revision, Topology
 from topologies.preflight import Finding
 from topologies.spec import SpecError
@@ -71,8 +77,9 @@ class TopologyViewSet(
     serializer_class = TopologySerializer
     filterset_class = TopologyFilterSet
     write_role = Role.OPERATOR
-    action_roles = {"preflight": Role.OPERATOR, "preflight_spec": Role.OPERATOR}
+    action_roles = {"preflight": Role.OPERATOR, "preflight_spec": Role.OPERATOR, "import_yaml": Role.OPERATOR}
     required_scopes = {
+        "import_yaml": Scope.TOPOLOGIES_WRITE,
         "read": Scope.TOPOLOGIES_READ,
         "write": Scope.TOPOLOGIES_WRITE,
         "preflight": Scope.TOPOLOGIES_READ,
@@ -154,6 +161,40 @@ class TopologyViewSet(
         )
         return Response(preflight_body(findings))
 
+    @extend_schema(
+        operation_id="topologies_import",
+        request=ImportRequestSerializer,
+        responses={200: ImportPreviewSerializer, 201: ImportCreatedSerializer},
+        description="Preview (preview=true, the default) or create (preview=false) a topology from "
+        "Kthena or Deployment YAML. "
+        "The report lists what was mapped into the spec, what is kept verbatim, and what cannot be "
+        "represented.",
+    )
+    @action(detail=False, methods=["post"], url_path="import")
+    def import_yaml(self, request: Request) -> Response:
+        data = ImportRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        if values["preview"]:
+            return Response(import_manifests(values["yaml"], overrides=values.get("overrides")).as_dict())
+        try:
+            topology, result = services.topology_import(
+                cluster=values["cluster"],
+                text=values["yaml"],
+                overrides=values.get("overrides"),
+                actor=request.user,
+                source_ip=client_ip(request),
+                message=values.get("message", ""),
+            )
+        except SpecError as error:
+            fields = {k if k == "yaml" else f"spec.{k}": v for k, v in error.errors.items()}
+            first_path, first = next(iter(fields.items()))
+            raise DomainError(f"{first_path}: {first[0]}", code="invalid", fields=fields) from None
+        return Response(
+            {"topology": TopologySerializer(topology).data, "report": result.report.as_dict()},
+            status=status.HTTP_201_CREATED,
+        )
+
 
 def _topology(pk: int) -> Topology:
     return get_object_or_404(Topology.objects.all(), pk=pk)
@@ -217,3 +258,25 @@ class RevisionDiff(APIView):
                 "diff": selectors.revision_diff(found["from"], found["to"]),
             }
         )
+
+
+class RevisionExport(APIView):
+    """A revision as YAML: its manifests as one kubectl-apply-ready stream, or its spec."""
+
+    required_scopes = {"read": Scope.TOPOLOGIES_READ}
+
+    @extend_schema(
+        operation_id="topologies_revisions_export",
+        parameters=[
+            OpenApiParameter("download", bool, description="true: served as an attachment (a .yaml file)")
+        ],
+        responses={(200, "application/yaml"): OpenApiTypes.STR},
+    )
+    def get(self, request: Request, pk: int, number: int, what: str) -> HttpResponse:
+        topology = _topology(pk)
+        revision = _revision(topology, number, field="number")
+        text, filename = export.revision_yaml(revision, what)
+        response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
+        if request.query_params.get("download") in ("1", "true", "yes"):
+            response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
