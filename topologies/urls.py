@@ -2,12 +2,13 @@ from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, path
 
-from topologies import views
+from topologies import import_views, views
 
 app_name = "topologies"
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.topologies_list, name="list"),
     path("new/", views.topology_new, name="new"),
+    path("import/", import_views.topology_import, name="import"),
     path("preflight/", views.editor_preflight, name="editor-preflight"),
     path("<int:pk>/", views.topology_detail, name="detail"),
     path("<int:pk>/edit/", views.topology_edit, name="edit"),
