@@ -10,6 +10,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from deployments.models import ACTIVE_STATES, Deployment, DeployPolicy
+from deployments.rollout import ever_ran, rollout_of
 
 if TYPE_CHECKING:
     from topologies.models import Topology
@@ -117,7 +118,11 @@ def topology_panel_context(topology: Topology, request: Any = None) -> dict[str,
         user is not None and getattr(user, "is_authenticated", False) and user.has_role("operator")
     )
     spec_roles = (topology.spec or {}).get("roles", {})
+    ran = ever_ran(topology)
+    running = topology.deployed_revision.number if topology.deployed_revision_id else None  # type: ignore[union-attr]
     return {
+        "rollout": rollout_of(topology, next((d for d in deployments if d.kind != "delete"), None)),
+        "rollback_choices": [(n, n in ran) for n in revisions if n != running],
         "topology": topology,
         "deployments": deployments,
         "latest": latest,

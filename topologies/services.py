@@ -340,3 +340,16 @@ def topology_import(
         },
     )
     return topology, result
+
+
+@transaction.atomic
+def topology_desired_set(*, topology: Topology, revision: Revision) -> Topology:
+    """Make ``revision`` the desired one (a rollback asks for it): the spec shown and edited follows it,
+    so desired and running agree once it runs. No new revision is saved."""
+    locked = Topology.objects.select_for_update().get(pk=topology.pk)
+    if locked.current_revision_id == revision.pk:
+        return locked
+    _denormalise(locked, TopologySpec.from_dict(revision.spec))
+    locked.current_revision = revision
+    locked.save()
+    return locked

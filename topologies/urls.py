@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, URLResolver, path
 
-from topologies import import_views, views
+from topologies import delete_views, import_views, views
 
 app_name = "topologies"
 urlpatterns: list[URLPattern | URLResolver] = [
@@ -13,4 +13,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("<int:pk>/", views.topology_detail, name="detail"),
     path("<int:pk>/edit/", views.topology_edit, name="edit"),
     path("<int:pk>/preflight/", views.detail_preflight, name="preflight"),
+    path("<int:pk>/delete/", delete_views.topology_delete, name="delete"),
+    path("removal/<int:job>/", delete_views.topology_removal, name="removal"),
 ]

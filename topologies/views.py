@@ -85,6 +85,8 @@ def topology_detail(request: HttpRequest, pk: int) -> HttpResponse:
         else:
             diff = diff_lines(selectors.revision_diff(a, b))
     current = topology.current_revision
+    from deployments.rollout import ever_ran, topology_rollout
+
     panels.register_known_panels()
     roles = topology.spec.get("roles", {})
     return render(
@@ -103,6 +105,8 @@ def topology_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "diff_error": diff_error,
             "manifests_yaml": to_yaml(current.manifests) if current is not None else "",
             "panels": panels.render_panels(topology, request),
+            "rollout": topology_rollout(topology),
+            "ever_ran": ever_ran(topology),
         },
     )
 
