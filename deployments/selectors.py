@@ -64,11 +64,12 @@ def topology_pods(topology: Topology) -> list[dict[str, Any]]:
     """Pods of the topology by role, read live from the cluster (empty when unreachable)."""
     import kube
     from clusters.selectors import cluster_connection
-    from kube.labels import ROLE, TEMPLATE_HASH, topology_selector
+    from kube.labels import ROLE, TEMPLATE_HASH
+    from topologies.selectors import pod_selector
 
     try:
         pods = kube.list_pods(
-            cluster_connection(topology.cluster), topology.namespace, topology_selector(topology.pk)
+            cluster_connection(topology.cluster), topology.namespace, pod_selector(topology)
         )
     except kube.KubeError:
         return []

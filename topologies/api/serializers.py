@@ -248,3 +248,41 @@ class ImportPreviewSerializer(serializers.Serializer[Any]):
 class ImportCreatedSerializer(serializers.Serializer[Any]):
     topology = TopologySerializer()
     report = ImportReportSerializer()
+
+
+class AdoptableQuerySerializer(serializers.Serializer[Any]):
+    cluster = serializers.PrimaryKeyRelatedField(
+        queryset=Cluster.objects.all(), error_messages=CLUSTER_ERRORS
+    )
+
+
+class AdoptRequestSerializer(serializers.Serializer[Any]):
+    cluster = serializers.PrimaryKeyRelatedField(
+        queryset=Cluster.objects.all(), error_messages=CLUSTER_ERRORS
+    )
+    kind = serializers.ChoiceField(
+        choices=["ModelServing", "Deployment"],
+        error_messages={"invalid_choice": "must be ModelServing or Deployment (see the adoptable list)"},
+    )
+    namespace = serializers.RegexField(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    name = serializers.RegexField(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)
+    overrides = serializers.DictField(
+        required=False, help_text="Spec fields that fill in what the objects lack"
+    )
+
+
+class AdoptableSerializer(serializers.Serializer[Any]):
+    kind = serializers.CharField()
+    namespace = serializers.CharField()
+    name = serializers.CharField()
+    objects = serializers.ListField(child=serializers.CharField())
+    ok = serializers.BooleanField()
+    errors = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField())
+    )
+    spec = serializers.JSONField()
+    report = ImportReportSerializer()
+
+
+class ReleasedSerializer(serializers.Serializer[Any]):
+    released = serializers.ListField(child=serializers.CharField(), help_text="Objects handed back")

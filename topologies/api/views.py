@@ -21,12 +21,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+import kube
 from accounts.roles import Role
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from keys.scopes import Scope
-from topologies import export, selectors, services
+from topologies import adoption, adoption_services, export, selectors, services
 from topologies.api.serializers import (
+    AdoptableQuerySerializer,
+    AdoptableSerializer,
+    AdoptRequestSerializer,
     DiffQuerySerializer,
     DiffSerializer,
     ImportCreatedSerializer,
@@ -35,6 +39,7 @@ from topologies.api.serializers import (
     PreflightResultSerializer,
     PreflightRevisionSerializer,
     PreflightSpecSerializer,
+    ReleasedSerializer,
     RevisionListSerializer,
     RevisionSerializer,
     TopologyCreateSerializer,
@@ -77,9 +82,19 @@ class TopologyViewSet(
     serializer_class = TopologySerializer
     filterset_class = TopologyFilterSet
     write_role = Role.OPERATOR
-    action_roles = {"preflight": Role.OPERATOR, "preflight_spec": Role.OPERATOR, "import_yaml": Role.OPERATOR}
+    action_roles = {
+        "preflight": Role.OPERATOR,
+        "preflight_spec": Role.OPERATOR,
+        "import_yaml": Role.OPERATOR,
+        "adoptable": Role.OPERATOR,
+        "adopt": Role.OPERATOR,
+        "release": Role.OPERATOR,
+    }
     required_scopes = {
         "import_yaml": Scope.TOPOLOGIES_WRITE,
+        "adoptable": Scope.TOPOLOGIES_READ,
+        "adopt": Scope.TOPOLOGIES_WRITE,
+        "release": Scope.TOPOLOGIES_WRITE,
         "read": Scope.TOPOLOGIES_READ,
         "write": Scope.TOPOLOGIES_WRITE,
         "preflight": Scope.TOPOLOGIES_READ,
@@ -194,6 +209,71 @@ class TopologyViewSet(
             {"topology": TopologySerializer(topology).data, "report": result.report.as_dict()},
             status=status.HTTP_201_CREATED,
         )
+
+    @extend_schema(
+        operation_id="topologies_adoptable",
+        parameters=[OpenApiParameter("cluster", int, required=True)],
+        responses={200: AdoptableSerializer(many=True)},
+        description="Kthena ModelServings and role-labelled Deployments on the cluster that Tandem does not "
+        "manage, each with what an import of it gives. Calls the cluster's API (operators).",
+    )
+    @action(detail=False, methods=["get"])
+    def adoptable(self, request: Request) -> Response:
+        from clusters.selectors import cluster_connection
+
+        query = AdoptableQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        cluster = query.validated_data["cluster"]
+        try:
+            found = adoption.adoptable(cluster_connection(cluster))
+        except kube.KubeError as error:
+            raise DomainError(
+                f"cannot list workloads on {cluster.name}: {error.message}",
+                status_code=502,
+                code="cluster_error",
+            ) from None
+        return Response([c.as_dict() for c in found])
+
+    @extend_schema(
+        operation_id="topologies_adopt",
+        request=AdoptRequestSerializer,
+        responses={201: TopologySerializer},
+        description="Adopt a running workload as a topology: its objects as they run become revision 1 "
+        "(running), Tandem takes ownership of their fields by server-side apply, no pod restarts.",
+    )
+    @action(detail=False, methods=["post"])
+    def adopt(self, request: Request) -> Response:
+        data = AdoptRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        try:
+            topology = adoption_services.topology_adopt(
+                cluster=values["cluster"],
+                kind=values["kind"],
+                namespace=values["namespace"],
+                name=values["name"],
+                overrides=values.get("overrides"),
+                actor=request.user,
+                source_ip=client_ip(request),
+            )
+        except SpecError as error:
+            raise spec_error(error) from None
+        return Response(TopologySerializer(topology).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        operation_id="topologies_release",
+        request=None,
+        responses={200: ReleasedSerializer},
+        description="Hand an adopted topology's objects back unchanged (Tandem's labels and field ownership "
+        "go) and forget the topology.",
+    )
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, pk: str | None = None) -> Response:
+        topology = self.get_object()
+        released = adoption_services.topology_release(
+            topology=topology, actor=request.user, source_ip=client_ip(request)
+        )
+        return Response({"released": released})
 
 
 def _topology(pk: int) -> Topology:
