@@ -143,11 +143,16 @@ def _editor_context(
         (title, intro, [(f, values.get(f.path, ""), by_field.get(f.path, [])) for f in fields])
         for title, intro, fields in SECTIONS
     ]
+    from clusters.selectors import cluster_accelerators
+
+    clusters = list(Cluster.objects.order_by("name"))
     return {
+        # What each cluster's Ready, schedulable nodes advertise: the accelerator fields offer these.
+        "accelerator_lists": [(c.pk, cluster_accelerators(c, ready_only=True)) for c in clusters],
         "title": f"Edit {topology.name}" if topology else "New topology",
         "topology": topology,
         "sections": sections,
-        "clusters": Cluster.objects.order_by("name"),
+        "clusters": clusters,
         "cluster_id": cluster_id,
         "presets": list(PRESETS.values()),
         "other_errors": other,

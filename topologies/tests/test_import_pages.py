@@ -82,3 +82,25 @@ def test_detail_offers_copy_and_download_of_each_revision(client, viewer, operat
     assert 'data-copy="manifests-yaml"' in page
     download = client.get(f"/api/v1/topologies/{topology.pk}/revisions/1/manifests.yaml?download=1")
     assert download.status_code == 200 and b"kind: ModelServing" in download.content
+
+
+def test_editor_offers_the_accelerators_the_nodes_advertise(client, operator, cluster) -> None:
+    from django.utils import timezone
+
+    from clusters.models import NodeInventory
+
+    for i, in_use in enumerate((1, 3)):
+        NodeInventory.objects.create(
+            cluster=cluster,
+            name=f"n{i}",
+            ready=True,
+            schedulable=True,
+            seen=timezone.now(),
+            accelerators={"nvidia.com/gpu": {"capacity": 4, "allocatable": 4, "in_use": in_use}},
+        )
+    client.force_login(operator)
+    page = client.get(f"/topologies/new/?cluster={cluster.pk}").content.decode()
+    assert f'list="accelerators-{cluster.pk}"' in page
+    option = '<option value="nvidia.com/gpu" label="4 free of 8 on 2 nodes">'
+    assert f'<datalist id="accelerators-{cluster.pk}">{option}' in page
+    assert "<code>nvidia.com/gpu</code> 4 free / 8 total" in page
