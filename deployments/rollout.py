@@ -27,8 +27,8 @@ class Rollout(TypedDict):
 
 def rollout_of(topology: Topology, last: Deployment | None) -> Rollout:
     """``last``: the topology's newest deployment job other than deletes (None: never attempted)."""
-    desired = topology.current_revision.number if topology.current_revision_id else None
-    running = topology.deployed_revision.number if topology.deployed_revision_id else None
+    desired = topology.current_revision.number if topology.current_revision is not None else None
+    running = topology.deployed_revision.number if topology.deployed_revision is not None else None
     if last is not None and last.state in ACTIVE_STATES:
         state, message = "deploying", f"{last.describe()} in progress"
     elif last is not None and last.state in (State.FAILED, State.ROLLED_BACK):
@@ -84,6 +84,6 @@ def ever_ran(topology: Topology) -> set[int]:
         .exclude(kind=Kind.DELETE)
         .values_list("revision_number", flat=True)
     )
-    if topology.deployed_revision_id:
-        numbers.add(topology.deployed_revision.number)  # type: ignore[union-attr]
+    if topology.deployed_revision is not None:
+        numbers.add(topology.deployed_revision.number)
     return {n for n in numbers if n is not None}

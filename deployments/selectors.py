@@ -120,7 +120,7 @@ def topology_panel_context(topology: Topology, request: Any = None) -> dict[str,
     )
     spec_roles = (topology.spec or {}).get("roles", {})
     ran = ever_ran(topology)
-    running = topology.deployed_revision.number if topology.deployed_revision_id else None  # type: ignore[union-attr]
+    running = topology.deployed_revision.number if topology.deployed_revision is not None else None
     return {
         "rollout": rollout_of(topology, next((d for d in deployments if d.kind != "delete"), None)),
         "rollback_choices": [(n, n in ran) for n in revisions if n != running],
