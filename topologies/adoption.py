@@ -200,3 +200,18 @@ def release_body(obj: dict[str, Any]) -> dict[str, Any]:
     if meta.get("namespace"):
         body["metadata"]["namespace"] = meta["namespace"]
     return body
+
+
+def unreadable(cluster_id: int, message: str) -> dict[str, Any]:
+    """A row for a cluster whose workloads could not be listed (so the list never hides a cluster)."""
+    return {
+        "cluster": cluster_id,
+        "kind": "",
+        "namespace": "",
+        "name": "",
+        "objects": [],
+        "ok": False,
+        "errors": {"cluster": [message]},
+        "spec": {},
+        "report": {"mapped": [], "verbatim": [], "unsupported": []},
+    }

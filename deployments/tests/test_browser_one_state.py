@@ -117,6 +117,23 @@ def test_the_page_agrees_with_itself_after_deploy_rollback_and_failure(
             assert "failed; revision 1 is running" in row.inner_text()
             assert int(page.inner_text("[data-problem-count]")) >= 1
             page.screenshot(path=str(SHOTS / "overview-failed-deploy.png"), full_page=True)
+
+            page.goto(f"{base}/activity/")
+            assert "rollback from revision 2 to revision 1" in page.inner_text("table")
+            page.screenshot(path=str(SHOTS / "activity.png"), full_page=True)
+
+            page.goto(f"{base}/topologies/{topology.pk}/")
+            page.click("text=Delete…")
+            page.fill("#confirm-name", "wrong")
+            page.click("#delete-form button[type=submit]")
+            assert "to confirm" in page.inner_text("#delete-error")
+            page.screenshot(path=str(SHOTS / "topology-delete-confirm.png"), full_page=True)
+            page.fill("#confirm-name", topology.name)
+            page.click("#delete-form button[type=submit]")
+            page.wait_for_url("**/topologies/removal/*/")
+            expect(page.locator("#removal [data-role=done]")).to_be_visible(timeout=60_000)
+            assert "Deleted topology" in page.inner_text("#removal [data-role=steps]")
+            page.screenshot(path=str(SHOTS / "topology-removal.png"), full_page=True)
     except Exception:
         print("".join(worker.lines[-60:]))
         raise

@@ -252,7 +252,10 @@ class ImportCreatedSerializer(serializers.Serializer[Any]):
 
 class AdoptableQuerySerializer(serializers.Serializer[Any]):
     cluster = serializers.PrimaryKeyRelatedField(
-        queryset=Cluster.objects.all(), error_messages=CLUSTER_ERRORS
+        queryset=Cluster.objects.all(),
+        required=False,
+        error_messages=CLUSTER_ERRORS,
+        help_text="One cluster; without it, every registered cluster",
     )
 
 
@@ -272,7 +275,10 @@ class AdoptRequestSerializer(serializers.Serializer[Any]):
 
 
 class AdoptableSerializer(serializers.Serializer[Any]):
-    kind = serializers.CharField()
+    cluster = serializers.IntegerField()
+    kind = serializers.CharField(
+        help_text="ModelServing or Deployment; empty when the cluster could not be read"
+    )
     namespace = serializers.CharField()
     name = serializers.CharField()
     objects = serializers.ListField(child=serializers.CharField())

@@ -23,6 +23,7 @@ from rest_framework.views import APIView
 
 import kube
 from accounts.roles import Role
+from clusters.models import Cluster
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from keys.scopes import Scope
@@ -223,16 +224,19 @@ class TopologyViewSet(
 
         query = AdoptableQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
-        cluster = query.validated_data["cluster"]
-        try:
-            found = adoption.adoptable(cluster_connection(cluster))
-        except kube.KubeError as error:
-            raise DomainError(
-                f"cannot list workloads on {cluster.name}: {error.message}",
-                status_code=502,
-                code="cluster_error",
-            ) from None
-        return Response([c.as_dict() for c in found])
+        one = query.validated_data.get("cluster")
+        rows: list[dict[str, Any]] = []
+        for cluster in [one] if one is not None else list(Cluster.objects.order_by("name")):
+            try:
+                found = adoption.adoptable(cluster_connection(cluster))
+            except kube.KubeError as error:
+                message = f"cannot list workloads on {cluster.name}: {error.message}"
+                if one is not None:
+                    raise DomainError(message, status_code=502, code="cluster_error") from None
+                rows.append(adoption.unreadable(cluster.pk, message))
+                continue
+            rows += [{"cluster": cluster.pk, **c.as_dict()} for c in found]
+        return Response(rows)
 
     @extend_schema(
         operation_id="topologies_adopt",
@@ -344,19 +348,44 @@ class RevisionExport(APIView):
     """A revision as YAML: its manifests as one kubectl-apply-ready stream, or its spec."""
 
     required_scopes = {"read": Scope.TOPOLOGIES_READ}
+    what = "manifests"
 
-    @extend_schema(
-        operation_id="topologies_revisions_export",
-        parameters=[
-            OpenApiParameter("download", bool, description="true: served as an attachment (a .yaml file)")
-        ],
-        responses={(200, "application/yaml"): OpenApiTypes.STR},
-    )
-    def get(self, request: Request, pk: int, number: int, what: str) -> HttpResponse:
+    def get(self, request: Request, pk: int, number: int) -> HttpResponse:
         topology = _topology(pk)
         revision = _revision(topology, number, field="number")
-        text, filename = export.revision_yaml(revision, what)
+        text, filename = export.revision_yaml(revision, self.what)
         response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
         if request.query_params.get("download") in ("1", "true", "yes"):
             response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response
+
+
+_DOWNLOAD = OpenApiParameter("download", bool, description="true: served as an attachment (a .yaml file)")
+
+
+class RevisionManifestsExport(RevisionExport):
+    """A revision's manifests as one YAML stream, ready for ``kubectl apply -f``."""
+
+    what = "manifests"
+
+    @extend_schema(
+        operation_id="topologies_revisions_manifests_yaml",
+        parameters=[_DOWNLOAD],
+        responses={(200, "application/yaml"): OpenApiTypes.STR},
+    )
+    def get(self, request: Request, pk: int, number: int) -> HttpResponse:
+        return super().get(request, pk, number)
+
+
+class RevisionSpecExport(RevisionExport):
+    """A revision's topology spec as YAML."""
+
+    what = "spec"
+
+    @extend_schema(
+        operation_id="topologies_revisions_spec_yaml",
+        parameters=[_DOWNLOAD],
+        responses={(200, "application/yaml"): OpenApiTypes.STR},
+    )
+    def get(self, request: Request, pk: int, number: int) -> HttpResponse:
+        return super().get(request, pk, number)
