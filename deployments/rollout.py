@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TypedDict
 
+from django.db.models import OuterRef, Subquery
+
 from deployments.models import ACTIVE_STATES, Deployment, Kind, State
 
 if TYPE_CHECKING:
@@ -55,12 +57,10 @@ def rollout_of(topology: Topology, last: Deployment | None) -> Rollout:
 def last_attempts(topology_ids: Iterable[int]) -> dict[int, Deployment]:
     """Each topology's newest non-delete deployment job."""
     out: dict[int, Deployment] = {}
-    rows = (
-        Deployment.objects.filter(topology_id__in=list(topology_ids))
-        .exclude(kind=Kind.DELETE)
-        .order_by("topology_id", "-created", "-id")
-        .distinct("topology_id")
-    )
+    attempts = Deployment.objects.exclude(kind=Kind.DELETE)
+    newest = attempts.filter(topology_id=OuterRef("topology_id")).order_by("-created", "-id").values("id")[:1]
+    # A correlated subquery, not DISTINCT ON: standalone mode runs on SQLite.
+    rows = attempts.filter(topology_id__in=list(topology_ids), id=Subquery(newest))
     for row in rows:
         if row.topology_id is not None:
             out[row.topology_id] = row
