@@ -71,11 +71,28 @@ def import_manifests(text: str, *, overrides: dict[str, Any] | None = None) -> I
     if errors:
         return ImportResult(spec={}, report=report, errors=errors)
     kinds = {d.get("kind") for d in docs}
-    if "ModelServing" in kinds:
-        source, draft, errors = "kthena", *kthena.draft(docs, report)
-    elif "Deployment" in kinds:
-        source, draft, errors = "deployments", *plain.draft(docs, report)
-    else:
+    try:
+        if "ModelServing" in kinds:
+            source, draft, errors = "kthena", *kthena.draft(docs, report)
+        elif "Deployment" in kinds:
+            source, draft, errors = "deployments", *plain.draft(docs, report)
+        else:
+            source = ""
+    except (AttributeError, TypeError, ValueError, KeyError, IndexError) as error:
+        # A document whose fields have the wrong types (a list where an object belongs, ...): the
+        # API server would refuse it too. Say so instead of guessing.
+        return ImportResult(
+            spec={},
+            report=Report(),
+            errors={
+                "yaml": [
+                    f"a {'/'.join(sorted(str(k) for k in kinds))} document has a field of the wrong type "
+                    f"({type(error).__name__}: {str(error)[:120]}); "
+                    "check it with kubectl apply --dry-run=server"
+                ]
+            },
+        )
+    if not source:
         return ImportResult(
             spec={},
             report=report,

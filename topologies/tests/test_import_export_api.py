@@ -186,3 +186,25 @@ def test_export_gives_a_kubectl_ready_stream_and_the_spec(api_client, viewer, op
     assert yaml.safe_load(download.content) == created["spec"]
     assert api_client.get(f"{URL}{created['id']}/revisions/9/spec.yaml").status_code == 404
     assert api_client.get(f"{URL}{created['id']}/revisions/1/secrets.yaml").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "kind: ModelServing\nmetadata: {name: x}\nspec: 5",
+        "kind: ModelServing\nmetadata: [1]\nspec: {template: {roles: [{name: prefill, entryTemplate: 3}]}}",
+        "kind: ModelServing\nmetadata: {name: x}\n"
+        "spec: {template: {roles: [{name: decode, replicas: lots}]}}",
+        "kind: Deployment\nmetadata: {name: a-prefill}\nspec: {template: {spec: {containers: 7}}}",
+        "kind: Deployment\nmetadata: {name: a-decode}\nspec: {replicas: [], template: []}",
+        "kind: ModelServing\nmetadata: {name: x}\nspec: {template: {roles: [{name: decode, entryTemplate: "
+        "{spec: {containers: [{name: vllm, image: vllm/vllm, args: 5, env: [1, {name: A}], "
+        "resources: 3}]}}}]}}",
+    ],
+)
+def test_documents_of_the_wrong_shape_are_named_errors(api_client, operator, text: str) -> None:
+    api_client.force_authenticate(operator)
+    response = api_client.post(f"{URL}import/", {"yaml": text, "overrides": {"roles": "x"}}, format="json")
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert not body["ok"] and body["errors"]
