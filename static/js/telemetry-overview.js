@@ -69,6 +69,25 @@
     resort();
   }
 
+  // A deploy, rollback or scale finished: the row's rollout state (failed, behind, in sync) follows.
+  function applyRollout(m) {
+    const tr = body.querySelector('tr[data-topology-id="' + m.topology_id + '"]');
+    if (!tr) { return; }
+    tr.dataset.rollout = m.state;
+    if (T.isNum(m.running)) { tr.dataset.deployed = "1"; }
+    const cell = tr.querySelector('[data-cell="rollout"]');
+    cell.textContent = "";
+    if (m.problem) {
+      const span = document.createElement("span");
+      span.className = "state state-" + m.state;
+      span.textContent = m.message;
+      cell.appendChild(span);
+      cell.appendChild(document.createTextNode(" "));
+    }
+    paint(tr);
+    resort();
+  }
+
   // Rows that stop receiving updates turn grey: their numbers are no longer current.
   window.setInterval(function () {
     const now = Date.now();
@@ -91,7 +110,10 @@
   const status = document.querySelector("[data-live-text]");
   const dot = document.querySelector("[data-live-dot]");
   window.Tandem.live("/ws/overview/", {
-    onMessage: function (m) { if (m.kind === "overview") { apply(m); } },
+    onMessage: function (m) {
+      if (m.kind === "overview") { apply(m); }
+      else if (m.kind === "rollout") { applyRollout(m); }
+    },
     onState: function (state) {
       if (status) { status.textContent = state === "live" ? "Live" : state === "offline" ? "Connection lost — reconnecting" : "Connecting…"; }
       if (dot) { dot.className = "live-dot " + (state === "live" ? "live" : state === "offline" ? "offline" : ""); }
