@@ -98,6 +98,8 @@ def rollout_broadcast(topology_id: int | None) -> None:
     from deployments.rollout import topology_rollout
     from topologies.models import Topology
 
+    if topology_id is None:
+        return
     topology = (
         Topology.objects.select_related("current_revision", "deployed_revision")
         .filter(pk=topology_id)
