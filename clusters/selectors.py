@@ -161,3 +161,22 @@ def cluster_metrics_settings(cluster: Cluster) -> MetricsSettings:
         prometheus_username=cluster.prometheus_username,
         prometheus_password=cluster.prometheus_password,
     )
+
+
+def same_server_warning(cluster: Cluster) -> str:
+    """A warning when another registered cluster has the same API server (one cluster registered twice
+    means two topologies can think they own the same namespace); empty otherwise."""
+    if not cluster.server:
+        return ""
+    server = cluster.server.rstrip("/").lower()
+    others = [
+        c.name
+        for c in Cluster.objects.exclude(pk=cluster.pk).only("name", "server")
+        if c.server and c.server.rstrip("/").lower() == server
+    ]
+    if not others:
+        return ""
+    return (
+        f"{cluster.server} is already registered as {', '.join(sorted(others))}; the same cluster under two "
+        "names lets topologies of both manage the same namespaces. Remove one unless that is intended."
+    )

@@ -87,6 +87,63 @@ def cluster_register(
     (then it is saved in state unreachable with that reason). The probe runs before, and outside, the
     transaction that saves: no database transaction is held open across network calls.
     """
+    try:
+        return _register(
+            name=name,
+            kubeconfig=kubeconfig,
+            context=context,
+            server=server,
+            token=token,
+            ca_bundle=ca_bundle,
+            in_cluster=in_cluster,
+            description=description,
+            allow_unreachable=allow_unreachable,
+            metrics_source=metrics_source,
+            prometheus_url=prometheus_url,
+            prometheus_token=prometheus_token,
+            prometheus_username=prometheus_username,
+            prometheus_password=prometheus_password,
+            actor=actor,
+            source_ip=source_ip,
+        )
+    except DomainError as error:
+        # A refused registration is activity too (who tried what, and why it failed); no credential.
+        how = "in-cluster" if in_cluster else "kubeconfig" if kubeconfig else "token" if token else "none"
+        audit_record(
+            action="cluster.register_failed",
+            actor=actor,
+            target=None,
+            source_ip=source_ip,
+            detail={
+                "name": str(name)[:100],
+                "server": str(server or "")[:500],
+                "credentials": how,
+                "error": error.message[:500],
+                "fields": sorted(error.fields)[:20],
+            },
+        )
+        raise
+
+
+def _register(
+    *,
+    name: str,
+    kubeconfig: str | None,
+    context: str | None,
+    server: str | None,
+    token: str | None,
+    ca_bundle: str | None,
+    in_cluster: bool,
+    description: str,
+    allow_unreachable: bool,
+    metrics_source: str | None,
+    prometheus_url: str | None,
+    prometheus_token: str | None,
+    prometheus_username: str | None,
+    prometheus_password: str | None,
+    actor: Any,
+    source_ip: str | None,
+) -> Cluster:
     name = _validate_name(name)
     settings = validate_settings(
         source=metrics_source,

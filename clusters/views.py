@@ -64,6 +64,9 @@ def cluster_register(request: HttpRequest) -> HttpResponse:
                 messages.success(
                     request, f"Registered {cluster.name} ({cluster.version}); full check queued."
                 )
+            warning = selectors.same_server_warning(cluster)
+            if warning:
+                messages.warning(request, warning)
             return redirect("clusters:detail", pk=cluster.pk)
     secrets_dropped = False
     if form.is_bound:

@@ -65,7 +65,8 @@ class _Found:
         roles = sorted(set(self.roles), key=lambda r: (order.get(r, 2), r))
         message = self.message.replace("{roles}", " and ".join(roles) or "pod")
         message = message.replace("{restarts}", str(self.restarts))
-        return {"code": self.code, "message": message, "fix": self.fix, "pods": sorted(set(self.pods))}
+        fix = self.fix.replace("{roles}", " and ".join(roles) or "pod")
+        return {"code": self.code, "message": message, "fix": fix, "pods": sorted(set(self.pods))}
 
 
 PULL_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName"}
@@ -98,6 +99,14 @@ def _events_for(events: Iterable[EventLike], pods: set[str]) -> list[EventLike]:
     return [event for event in events if event.involved_name in pods]
 
 
+_COUNTS_RE = re.compile(r"^\d+/\d+ nodes are available: ")
+
+
+def _without_counts(message: str) -> str:
+    """The scheduler's reason without its node counts, which differ per attempt and per pod."""
+    return _COUNTS_RE.sub("", message)
+
+
 def _scheduling(
     message: str, pod_names: list[str], node_resources: Mapping[str, int], requested: Mapping[str, int]
 ) -> _Found:
@@ -111,8 +120,9 @@ def _scheduling(
         )
         return _Found(
             "resource_name_wrong",
-            f"Pods cannot be scheduled: no node offers `{unknown[0]}`. The nodes offer {offered_text}.",
-            f"Set the role's accelerator resource name to one the nodes offer"
+            f"The {{roles}} pods cannot be scheduled: no node offers `{unknown[0]}`. "
+            f"The nodes offer {offered_text}.",
+            f"Set the {{roles}} accelerator resource name to one the nodes offer"
             f"{' (e.g. `' + next(iter(sorted(offered))) + '`)' if offered else ''} and deploy again.",
             pod_names,
         )
@@ -125,15 +135,15 @@ def _scheduling(
             detail = f" The topology asks for {want} `{name}` in total; {free} are free."
         return _Found(
             "insufficient_capacity",
-            f"Pods cannot be scheduled: not enough free `{name}` on any node.{detail}",
+            f"The {{roles}} pods cannot be scheduled: not enough free `{name}` on any node.{detail}",
             "Lower the replicas or the accelerators per pod of a role, free capacity by removing other "
             "workloads, or add nodes.",
             pod_names,
         )
     return _Found(
         "unschedulable",
-        f"Pods cannot be scheduled: {message.strip()}",
-        "Check the role's node selector and the nodes' taints and capacity.",
+        f"The {{roles}} pods cannot be scheduled: {_without_counts(message.strip())}",
+        "Check the {roles} node selector and the nodes' taints and capacity.",
         pod_names,
     )
 
@@ -159,7 +169,8 @@ def diagnose(
     found: dict[tuple[str, str], _Found] = {}
 
     def add(item: _Found) -> None:
-        key = (item.code, item.message)
+        # One cause is one finding: the same text with other counts (nodes, restarts) is the same cause.
+        key = (item.code, re.sub(r"\d+", "#", item.message))
         if key in found:
             found[key].pods.extend(item.pods)
             found[key].roles.extend(item.roles)
@@ -172,31 +183,43 @@ def diagnose(
     pod_events = _events_for(events, names)
     explained: set[str] = set()
 
+    role_of = {pod.name: _role(pod) for pod in pods}
+
+    def add_for(item: _Found, pod_name: str) -> None:
+        item.roles = [role_of.get(pod_name, "pod")]
+        add(item)
+
     for event in pod_events:
         if event.reason == "FailedScheduling":
-            add(_scheduling(event.message, [event.involved_name], node_resources, requested))
+            add_for(
+                _scheduling(event.message, [event.involved_name], node_resources, requested),
+                event.involved_name,
+            )
             explained.add(event.involved_name)
         elif event.reason == "FailedMount":
             match = _MOUNT_RE.search(event.message)
             if match:
                 kind = "ConfigMap" if match.group(1).lower() == "configmap" else "Secret"
-                add(
+                add_for(
                     _Found(
                         "mount_missing",
-                        f"Pods are stuck creating: the {kind} `{match.group(2)}` they mount does not exist.",
+                        f"The {{roles}} pods are stuck creating: the {kind} `{match.group(2)}` they mount "
+                        "does not exist.",
                         f"Create the {kind} `{match.group(2)}` in the topology's namespace, or remove the "
                         "volume that references it, then deploy again.",
                         [event.involved_name],
-                    )
+                    ),
+                    event.involved_name,
                 )
             else:
-                add(
+                add_for(
                     _Found(
                         "mount_failed",
-                        f"A volume cannot be mounted: {event.message.strip()}",
+                        f"A volume of the {{roles}} pods cannot be mounted: {event.message.strip()}",
                         "Check the volumes the pod template references.",
                         [event.involved_name],
-                    )
+                    ),
+                    event.involved_name,
                 )
             explained.add(event.involved_name)
 

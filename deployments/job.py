@@ -88,7 +88,28 @@ class Job:
                     "message": message[:500],
                 },
             )
+            rollout_broadcast(deployment.topology_id)
         return deployment
+
+
+def rollout_broadcast(topology_id: int | None) -> None:
+    """Tell the Overview the topology's desired/running revision and whether its last attempt failed."""
+    from controlplane.broadcast import broadcast_on_commit, overview_group
+    from deployments.rollout import topology_rollout
+    from topologies.models import Topology
+
+    if topology_id is None:
+        return
+    topology = (
+        Topology.objects.select_related("current_revision", "deployed_revision")
+        .filter(pk=topology_id)
+        .first()
+    )
+    if topology is None:
+        return
+    broadcast_on_commit(
+        overview_group(), {"kind": "rollout", "topology_id": topology.pk, **topology_rollout(topology)}
+    )
 
 
 def claim(deployment_id: int, worker: str) -> str:

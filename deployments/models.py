@@ -99,6 +99,13 @@ class Deployment(models.Model):
             return f"{what}, revision {self.revision_number}" if self.revision_number else what
         if self.kind == Kind.DELETE:
             return f"delete of {self.topology_name}"
+        if self.kind == Kind.ROLLBACK and self.revision_number:
+            source = (self.params or {}).get("from_revision")
+            return (
+                f"rollback from revision {source} to revision {self.revision_number}"
+                if source
+                else (f"rollback to revision {self.revision_number}")
+            )
         label = self.get_kind_display().lower()
         return f"{label} of revision {self.revision_number}" if self.revision_number else label
 

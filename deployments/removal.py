@@ -9,7 +9,7 @@ import kube
 from deployments import plan
 from deployments.job import Cancelled, Job, connection, deploy_options, setting
 from deployments.models import State
-from kube.labels import topology_selector
+from topologies.selectors import pod_selector
 
 
 def run_delete(job: Job) -> None:
@@ -38,7 +38,7 @@ def run_delete(job: Job) -> None:
         job.move(State.WAITING, f"Deleted {len(removed)} objects; waiting for the pods to go", pods_total=0)
         deadline = time.monotonic() + min(120.0, deploy_options(deployment)[0])
         while True:
-            left = kube.list_pods(conn, topology.namespace, topology_selector(topology.pk))
+            left = kube.list_pods(conn, topology.namespace, pod_selector(topology))
             job.beat(pods_ready=len(left))
             if not left or time.monotonic() >= deadline:
                 break

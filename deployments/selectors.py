@@ -10,6 +10,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from deployments.models import ACTIVE_STATES, Deployment, DeployPolicy
+from deployments.rollout import ever_ran, rollout_of
 
 if TYPE_CHECKING:
     from topologies.models import Topology
@@ -63,11 +64,12 @@ def topology_pods(topology: Topology) -> list[dict[str, Any]]:
     """Pods of the topology by role, read live from the cluster (empty when unreachable)."""
     import kube
     from clusters.selectors import cluster_connection
-    from kube.labels import ROLE, TEMPLATE_HASH, topology_selector
+    from kube.labels import ROLE, TEMPLATE_HASH
+    from topologies.selectors import pod_selector
 
     try:
         pods = kube.list_pods(
-            cluster_connection(topology.cluster), topology.namespace, topology_selector(topology.pk)
+            cluster_connection(topology.cluster), topology.namespace, pod_selector(topology)
         )
     except kube.KubeError:
         return []
@@ -117,7 +119,11 @@ def topology_panel_context(topology: Topology, request: Any = None) -> dict[str,
         user is not None and getattr(user, "is_authenticated", False) and user.has_role("operator")
     )
     spec_roles = (topology.spec or {}).get("roles", {})
+    ran = ever_ran(topology)
+    running = topology.deployed_revision.number if topology.deployed_revision is not None else None
     return {
+        "rollout": rollout_of(topology, next((d for d in deployments if d.kind != "delete"), None)),
+        "rollback_choices": [(n, n in ran) for n in revisions if n != running],
         "topology": topology,
         "deployments": deployments,
         "latest": latest,

@@ -167,9 +167,27 @@ def topology_rollback_start(
             f"revision {to_revision.number} belongs to another topology",
             fields={"revision": ["pick a revision number of this topology"]},
         )
-    return deployment_start(
-        topology=topology, revision=to_revision, kind=Kind.ROLLBACK, actor=actor, source_ip=source_ip
+    from topologies.models import Topology as TopologyModel
+    from topologies.services import topology_desired_set
+
+    fresh = TopologyModel.objects.select_related("deployed_revision").get(pk=topology.pk)
+    running = fresh.deployed_revision.number if fresh.deployed_revision else None
+    if running == to_revision.number:
+        raise DomainError(
+            f"revision {running} is already running",
+            code="already_running",
+            fields={"revision": ["pick another revision; to apply the running one again, use reapply"]},
+        )
+    deployment = deployment_start(
+        topology=topology,
+        revision=to_revision,
+        kind=Kind.ROLLBACK,
+        actor=actor,
+        source_ip=source_ip,
+        params={"from_revision": running},
     )
+    topology_desired_set(topology=topology, revision=to_revision)
+    return deployment
 
 
 def scaled_spec(spec: dict[str, Any], *, role: str, replicas: int) -> dict[str, Any]:

@@ -173,27 +173,24 @@ class SandboxPrometheus:
     def _expose(self) -> str:
         from kubernetes import client
 
-        # The client takes dict bodies at run time (typed as its models).
-        core: Any = client.CoreV1Api(self.cluster.api_client())
+        core = client.CoreV1Api(self.cluster.api_client())
+        # The client takes plain dicts as bodies (its stubs name only the model classes).
+        namespace: Any = {"metadata": {"name": MONITORING_NAMESPACE}}
         with contextlib.suppress(client.ApiException):
-            core.create_namespace({"metadata": {"name": MONITORING_NAMESPACE}})
+            core.create_namespace(namespace)
         port = {"name": "web", "port": 9090, "targetPort": self.port, "protocol": "TCP"}
-        core.create_namespaced_service(
-            MONITORING_NAMESPACE,
-            {"metadata": {"name": "prometheus"}, "spec": {"type": "LoadBalancer", "ports": [port]}},
-        )
-        core.create_namespaced_endpoints(
-            MONITORING_NAMESPACE,
-            {
-                "metadata": {"name": "prometheus"},
-                "subsets": [
-                    {
-                        "addresses": [{"ip": "127.0.0.1"}],
-                        "ports": [{"name": "web", "port": self.port, "protocol": "TCP"}],
-                    }
-                ],
-            },
-        )
+        service: Any = {"metadata": {"name": "prometheus"}, "spec": {"type": "LoadBalancer", "ports": [port]}}
+        core.create_namespaced_service(MONITORING_NAMESPACE, service)
+        endpoints: Any = {
+            "metadata": {"name": "prometheus"},
+            "subsets": [
+                {
+                    "addresses": [{"ip": "127.0.0.1"}],
+                    "ports": [{"name": "web", "port": self.port, "protocol": "TCP"}],
+                }
+            ],
+        }
+        core.create_namespaced_endpoints(MONITORING_NAMESPACE, endpoints)
 
         def ingress() -> str | None:
             status = core.read_namespaced_service("prometheus", MONITORING_NAMESPACE).status

@@ -171,6 +171,7 @@ class OverviewRow(TypedDict):
     links_down: int
     open_alerts: int
     ts: float | None
+    rollout: dict[str, Any]  # deployments.rollout.Rollout: desired/running revision, last attempt failed
 
 
 _SEVERITY = {"down": 0, "stale": 1, "degraded": 2, "unknown": 3, "healthy": 4}
@@ -178,9 +179,15 @@ _SEVERITY = {"down": 0, "stale": 1, "degraded": 2, "unknown": 3, "healthy": 4}
 
 def overview_rows() -> list[OverviewRow]:
     """Every topology of every cluster with health, SLO, hit rate and TTFT; problems first."""
+    from deployments.rollout import rollouts
     from topologies.models import Topology
 
-    topologies = list(Topology.objects.select_related("cluster").order_by("cluster__name", "name"))
+    topologies = list(
+        Topology.objects.select_related("cluster", "current_revision", "deployed_revision").order_by(
+            "cluster__name", "name"
+        )
+    )
+    rollout = rollouts(topologies)
     ids = [t.pk for t in topologies]
     snapshots = cache.get_snapshots(ids)
     missing = [i for i in ids if i not in snapshots]
@@ -234,11 +241,12 @@ def overview_rows() -> list[OverviewRow]:
                 links_down=totals["links_down"] if totals else 0,
                 open_alerts=alerts.get(topology.pk, 0),
                 ts=snapshot["ts"] if snapshot else None,
+                rollout=dict(rollout[topology.pk]),
             )
         )
     rows.sort(
         key=lambda r: (
-            _SEVERITY.get(r["health"]["state"], 5) if r["deployed"] else 6,
+            1 if r["rollout"]["problem"] else _SEVERITY.get(r["health"]["state"], 5) if r["deployed"] else 6,
             0 if r["slo"]["state"] == "violated" else 1,
             -r["open_alerts"],
             r["cluster_name"],

@@ -17,7 +17,7 @@ from django.utils import timezone
 import kube
 from audit.services import audit_record
 from controlplane.broadcast import broadcast_on_commit, overview_group, topology_group
-from kube.labels import KTHENA_ROLE, ROLE, TOPOLOGY
+from kube.labels import KTHENA_ROLE, ROLE
 from telemetry import cache, selectors
 from telemetry.assemble import PodTarget, build_snapshot
 from telemetry.collect import apply_source_problem, collect_results, remembered_problem, source_problem
@@ -26,6 +26,7 @@ from telemetry.models import LatestSnapshot, Point, Rollup, RollupCursor, Series
 from telemetry.series import snapshot_points
 from telemetry.snapshot import Event, OverviewMessage, TelemetryMessage, TopologySnapshot, empty_snapshot
 from topologies.models import Topology
+from topologies.selectors import pod_selector as topology_pod_selector
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
     source = cluster_metrics_settings(topology.cluster)
     try:
         conn = cluster_connection(topology.cluster)
-        pods = kube.list_pods(conn, topology.namespace, f"{TOPOLOGY}={topology_id}")
+        pods = kube.list_pods(conn, topology.namespace, topology_pod_selector(topology))
     except (kube.KubeError, OSError, ValueError) as exc:
         message = exc.message if isinstance(exc, kube.KubeError) else str(exc)
         logger.debug("telemetry: topology %s: cannot list pods: %s", topology_id, message)

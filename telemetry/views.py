@@ -73,8 +73,11 @@ def overview_context(rows: Sequence[Mapping[str, Any]], clusters: Iterable[Any])
     problems = sum(
         1
         for row in shown
-        if row["deployed"]
-        and (row["health"]["state"] in _PROBLEM_STATES or row["slo"]["state"] == "violated")
+        if row["rollout"]["problem"]
+        or (
+            row["deployed"]
+            and (row["health"]["state"] in _PROBLEM_STATES or row["slo"]["state"] == "violated")
+        )
     )
     return {
         "rows": shown,

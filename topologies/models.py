@@ -63,6 +63,17 @@ class Topology(models.Model):
         related_name="+",
         help_text="The last revision that deployed successfully.",
     )
+    pod_selector = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Label selector of the topology's pods when they are not Tandem's own (an adopted "
+        "workload whose pods were left running); empty: Tandem's topology label.",
+    )
+    adopted_from = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The objects as they were when adopted (kind, namespace, name), released on request.",
+    )
     drift_state = models.CharField(max_length=16, choices=DriftState.choices, default=DriftState.UNKNOWN)
     drift_detail = models.JSONField(default=dict, blank=True)
     created = models.DateTimeField(auto_now_add=True)

@@ -33,3 +33,10 @@ def revision_diff(a: Revision, b: Revision) -> str:
         tofile=f"revision {b.number}",
     )
     return "".join(lines)
+
+
+def pod_selector(topology: Topology) -> str:
+    """The label selector of the topology's pods: Tandem's topology label, or an adopted workload's own."""
+    from kube.labels import topology_selector
+
+    return topology.pod_selector or topology_selector(topology.pk)

@@ -10,6 +10,7 @@ from django.db.models import Max
 
 from audit.services import audit_record
 from controlplane.api.errors import Conflict, DomainError
+from topologies.importing import ImportResult, import_manifests
 from topologies.models import Revision, Topology
 from topologies.preflight import ClusterFacts, Finding, NodeFacts, ObjectFacts, master_service, run_preflight
 from topologies.render import kthena, render
@@ -301,3 +302,54 @@ def topology_preflight(*, topology: Topology, revision: Revision | None = None) 
     chosen = revision or topology.current_revision
     spec = TopologySpec.from_dict(chosen.spec if chosen is not None else topology.spec)
     return spec_preflight(cluster=topology.cluster, spec=spec, topology=topology)
+
+
+@transaction.atomic
+def topology_import(
+    *,
+    cluster: Cluster,
+    text: str,
+    actor: Any,
+    overrides: dict[str, Any] | None = None,
+    source_ip: str | None = None,
+    message: str = "",
+) -> tuple[Topology, ImportResult]:
+    """Create a topology from Kthena or plain-Deployment YAML. Raises SpecError naming what to fix
+    (the YAML, or a spec field the YAML lacks) when the import does not give a valid spec."""
+    result = import_manifests(text, overrides=overrides)
+    if not result.ok:
+        raise SpecError({key.removeprefix("spec."): messages for key, messages in result.errors.items()})
+    report = result.report.as_dict()
+    topology = topology_create(
+        cluster=cluster,
+        spec=result.spec,
+        actor=actor,
+        source_ip=source_ip,
+        message=message or f"imported from {result.source} YAML",
+    )
+    audit_record(
+        action="topology.import",
+        actor=actor,
+        target=topology,
+        source_ip=source_ip,
+        detail={
+            "source": result.source,
+            "mapped": len(report["mapped"]),
+            "verbatim": len(report["verbatim"]),
+            "unsupported": [n["source"] for n in report["unsupported"]][:50],
+        },
+    )
+    return topology, result
+
+
+@transaction.atomic
+def topology_desired_set(*, topology: Topology, revision: Revision) -> Topology:
+    """Make ``revision`` the desired one (a rollback asks for it): the spec shown and edited follows it,
+    so desired and running agree once it runs. No new revision is saved."""
+    locked = Topology.objects.select_for_update().get(pk=topology.pk)
+    if locked.current_revision_id == revision.pk:
+        return locked
+    _denormalise(locked, TopologySpec.from_dict(revision.spec))
+    locked.current_revision = revision
+    locked.save()
+    return locked

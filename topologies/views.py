@@ -85,6 +85,8 @@ def topology_detail(request: HttpRequest, pk: int) -> HttpResponse:
         else:
             diff = diff_lines(selectors.revision_diff(a, b))
     current = topology.current_revision
+    from deployments.rollout import ever_ran, topology_rollout
+
     panels.register_known_panels()
     roles = topology.spec.get("roles", {})
     return render(
@@ -103,6 +105,8 @@ def topology_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "diff_error": diff_error,
             "manifests_yaml": to_yaml(current.manifests) if current is not None else "",
             "panels": panels.render_panels(topology, request),
+            "rollout": topology_rollout(topology),
+            "ever_ran": ever_ran(topology),
         },
     )
 
@@ -139,11 +143,16 @@ def _editor_context(
         (title, intro, [(f, values.get(f.path, ""), by_field.get(f.path, [])) for f in fields])
         for title, intro, fields in SECTIONS
     ]
+    from clusters.selectors import cluster_accelerators
+
+    clusters = list(Cluster.objects.order_by("name"))
     return {
+        # What each cluster's Ready, schedulable nodes advertise: the accelerator fields offer these.
+        "accelerator_lists": [(c.pk, cluster_accelerators(c, ready_only=True)) for c in clusters],
         "title": f"Edit {topology.name}" if topology else "New topology",
         "topology": topology,
         "sections": sections,
-        "clusters": Cluster.objects.order_by("name"),
+        "clusters": clusters,
         "cluster_id": cluster_id,
         "presets": list(PRESETS.values()),
         "other_errors": other,

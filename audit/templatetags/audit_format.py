@@ -12,7 +12,11 @@ from django.urls import NoReverseMatch, reverse
 register = template.Library()
 
 # Targets that have a page of their own: target_type -> URL name taking the target's id.
-TARGET_PAGES = {"keys.apikey": "keys:detail"}
+TARGET_PAGES = {
+    "keys.apikey": "keys:detail",
+    "topologies.topology": "topologies:detail",
+    "clusters.cluster": "clusters:detail",
+}
 
 ISO_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}")
 
@@ -24,6 +28,10 @@ ACTION_LABELS = {
     "key.scopes_change": "scopes changed",
     "key.auth_failed": "request refused",
     "key.budget_alert": "budget alert",
+    "cluster.register_failed": "registration refused",
+    "topology.import": "imported from YAML",
+    "topology.adopt": "adopted as it runs",
+    "topology.release": "handed back to the cluster",
 }
 
 
@@ -67,10 +75,34 @@ def audit_action_label(action: str) -> str:
 
 
 @register.simple_tag
+def audit_headline(event: Any) -> str:
+    """What happened in words, from the action and its details (a rollback names both revisions)."""
+    detail = event.detail or {}
+    if event.action == "topology.rollback" and detail.get("revision") is not None:
+        source = detail.get("from_revision")
+        if source is not None:
+            return f"rollback from revision {source} to revision {detail['revision']}"
+        return f"rollback to revision {detail['revision']} (nothing was running)"
+    if event.action in ("topology.deploy", "topology.reapply") and detail.get("revision") is not None:
+        return f"{event.action.split('.', 1)[1]} of revision {detail['revision']}"
+    return ACTION_LABELS.get(event.action, "")
+
+
+def _exists(target_type: str, target_id: str) -> bool:
+    from django.apps import apps
+
+    try:
+        model = apps.get_model(target_type)
+    except (LookupError, ValueError):
+        return False
+    return bool(model._default_manager.filter(pk=target_id).exists())
+
+
+@register.simple_tag
 def audit_target_url(event: Any) -> str:
     name = TARGET_PAGES.get(event.target_type)
-    if not name or not event.target_id:
-        return ""
+    if not name or not event.target_id or not _exists(event.target_type, event.target_id):
+        return ""  # no page, or the target is gone (a deleted topology's entries stay, unlinked)
     try:
         return reverse(name, args=[event.target_id])
     except NoReverseMatch:

@@ -73,6 +73,13 @@ class ClusterViewSet(
             source_ip=client_ip(self.request),
         )
 
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = super().create(request, *args, **kwargs)
+        cluster = Cluster.objects.get(pk=response.data["id"])
+        warning = selectors.same_server_warning(cluster)
+        response.data["warnings"] = [warning] if warning else []
+        return response
+
     def perform_update(self, serializer: BaseSerializer[Cluster]) -> None:
         data = serializer.validated_data
         assert serializer.instance is not None

@@ -169,3 +169,47 @@ def test_old_warning_events_do_not_name_the_wrong_image():
     ]
     [found] = diagnose(pods=pods, events=events)
     assert "`repo/vllm:v2-broken`" in found["message"]
+
+
+def test_scheduling_failures_name_their_roles_once() -> None:
+    from dataclasses import dataclass as _dc
+
+    from deployments.diagnosis import diagnose
+
+    @_dc
+    class Pod:
+        name: str
+        labels: dict
+        phase: str = "Pending"
+        ready: bool = False
+        reason: str = ""
+        restarts: int = 0
+
+    @_dc
+    class Ev:
+        involved_name: str
+        message: str
+        type: str = "Warning"
+        reason: str = "FailedScheduling"
+
+    pods = [
+        Pod("p-0", {"tandem.io/role": "prefill"}),
+        Pod("d-0", {"tandem.io/role": "decode"}),
+        Pod("d-1", {"tandem.io/role": "decode"}),
+    ]
+    events = [
+        Ev("p-0", "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector."),
+        Ev("d-0", "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector."),
+        Ev("d-1", "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."),
+    ]
+    found = diagnose(pods=pods, events=events)
+    assert len(found) == 1
+    assert found[0]["message"].startswith("The prefill and decode pods cannot be scheduled: 4 node(s)")
+    assert found[0]["pods"] == ["d-0", "d-1", "p-0"]
+    wrong = diagnose(
+        pods=pods[:1],
+        events=[Ev("p-0", "0/4 nodes are available: 4 Insufficient huawei.com/Ascend910.")],
+        node_resources={"huawei.com/ascend-1980": 8},
+    )
+    assert wrong[0]["message"].startswith("The prefill pods cannot be scheduled: no node offers")
+    assert wrong[0]["fix"].startswith("Set the prefill accelerator resource name")

@@ -122,13 +122,16 @@ class Kubelet(Reconciler):
         pod = self.api.find(self.rt("", "pods"), namespace, name)
         assert pod is not None
         names = [ct["name"] for ct in pod["spec"].get("containers") or []]
+        inits = [ct["name"] for ct in pod["spec"].get("initContainers") or []]
         if container is None:
             if len(names) != 1:
+                also = f" or one of the init containers: [{' '.join(inits)}]" if inits else ""
                 raise bad_request(
                     f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
+                    + also
                 )
             container = names[0]
-        if container not in names:
+        if container not in names and container not in inits:
             raise bad_request(f"container {container} is not valid for pod {name}")
         state = self.pods.get(pod["metadata"]["uid"])
         if state is None:
@@ -241,6 +244,13 @@ class Kubelet(Reconciler):
             }
             for ic in pod["spec"].get("initContainers") or []
         ]
+        # Init containers ran to completion before the others started; their logs stay readable, as on
+        # a real node (kubectl logs -c NAME, --all-containers).
+        for ic in pod["spec"].get("initContainers") or []:
+            state.logs[ic["name"]] = [
+                f"{state.started_at} INFO init container {ic['name']} started ({ic['image']})",
+                f"{state.started_at} INFO init container {ic['name']} completed",
+            ]
         pod = self._write(state, pod, "Pending", {"initContainerStatuses": init} if init else None)
         engine_name = (
             c.engine_container_name(pod)

@@ -29,6 +29,7 @@
           var fresh = doc.querySelector(".deploy-panel");
           if (fresh) { panel.innerHTML = fresh.innerHTML; }
         }
+        document.dispatchEvent(new CustomEvent("tandem:topology-changed", { detail: { topology: panel.dataset.topology } }));
         done();
       })
       .catch(done);

@@ -52,8 +52,21 @@
     CHARTS.forEach(function (c) { c.series.forEach(function (s) { self.put(s.name, snapshot.ts, s.get(snapshot)); }); });
     (snapshot.events || []).forEach(function (e) { self.addMarker(e.ts, e.kind, e.text); });
   };
+  // One event is one marker: an alert reaches the page in the snapshot (its collection time), in the
+  // history (the time it was recorded) and as a live message; the same kind and text within a minute is
+  // the same event, kept once at its earliest time.
+  const SAME_EVENT_SECONDS = 60;
   Store.prototype.addMarker = function (ts, kind, text) {
     if (!T().isNum(ts)) { return; }
+    const self = this;
+    const twin = Object.keys(this.markers).find(function (k) {
+      const m = self.markers[k];
+      return m.kind === kind && m.text === text && Math.abs(m.ts - ts) < SAME_EVENT_SECONDS;
+    });
+    if (twin !== undefined) {
+      if (this.markers[twin].ts <= ts) { return; }
+      delete this.markers[twin];
+    }
     this.markers[kind + "|" + ts + "|" + text] = { ts: ts, kind: kind, text: text };
   };
   Store.prototype.markerList = function () {

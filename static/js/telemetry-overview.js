@@ -13,7 +13,11 @@
   function rank(tr) {
     const health = RANK[tr.dataset.health] !== undefined ? RANK[tr.dataset.health] : 3;
     const slo = tr.dataset.slo === "violated" ? 1 : 4;
-    return Math.min(health, slo);
+    // A failed last deploy, or a running revision other than the desired one, is a problem whatever
+    // the live figures say (deployments.rollout).
+    const rollout = tr.dataset.rollout === "failed" || tr.dataset.rollout === "behind" ? 1 : 5;
+    if (tr.dataset.deployed === "0") { return rollout; }
+    return Math.min(health, slo, rollout);
   }
 
   function resort() {
@@ -42,6 +46,9 @@
   function apply(m) {
     const tr = body.querySelector('tr[data-topology-id="' + m.topology_id + '"]');
     if (!tr) { return; }
+    // A never-deployed topology keeps saying "not deployed" until it has pods.
+    if (tr.dataset.deployed === "0" && !(T.isNum(m.pods) && m.pods > 0)) { return; }
+    tr.dataset.deployed = "1";
     seen[m.topology_id] = Date.now();
     const health = (m.health && m.health.state) || "unknown";
     const slo = (m.slo && m.slo.state) || "unknown";
@@ -56,8 +63,27 @@
     if (T.isNum(m.links_down)) { tr.querySelector('[data-cell="links_down"]').textContent = String(m.links_down); }
     const reasons = (m.health && m.health.reasons) || [];
     const reasonCell = tr.querySelector('[data-cell="reason"]');
-    reasonCell.textContent = reasons.length ? reasons[0] + (reasons.length > 1 ? " (+" + (reasons.length - 1) + " more)" : "") : "";
+    reasonCell.querySelector('[data-cell="health-reason"]').textContent = reasons.length ? reasons[0] + (reasons.length > 1 ? " (+" + (reasons.length - 1) + " more)" : "") : "";
     reasonCell.title = reasons.join("; ");
+    paint(tr);
+    resort();
+  }
+
+  // A deploy, rollback or scale finished: the row's rollout state (failed, behind, in sync) follows.
+  function applyRollout(m) {
+    const tr = body.querySelector('tr[data-topology-id="' + m.topology_id + '"]');
+    if (!tr) { return; }
+    tr.dataset.rollout = m.state;
+    if (T.isNum(m.running)) { tr.dataset.deployed = "1"; }
+    const cell = tr.querySelector('[data-cell="rollout"]');
+    cell.textContent = "";
+    if (m.problem) {
+      const span = document.createElement("span");
+      span.className = "state state-" + m.state;
+      span.textContent = m.message;
+      cell.appendChild(span);
+      cell.appendChild(document.createTextNode(" "));
+    }
     paint(tr);
     resort();
   }
@@ -67,10 +93,12 @@
     const now = Date.now();
     body.querySelectorAll("tr[data-topology-id]").forEach(function (tr) {
       const last = seen[tr.dataset.topologyId];
+      // A topology that never deployed has no data to go stale: it stays "not deployed".
+      if (tr.dataset.deployed === "0") { return; }
       if (last && now - last > staleAfter * 1000 && tr.dataset.health !== "stale") {
         tr.dataset.health = "stale";
         badge(tr.querySelector('[data-cell="health"]'), "stale", "stale");
-        tr.querySelector('[data-cell="reason"]').textContent = "No data for " + Math.round((now - last) / 1000) + " s";
+        tr.querySelector('[data-cell="health-reason"]').textContent = "No data for " + Math.round((now - last) / 1000) + " s";
         paint(tr);
         resort();
       }
@@ -82,7 +110,10 @@
   const status = document.querySelector("[data-live-text]");
   const dot = document.querySelector("[data-live-dot]");
   window.Tandem.live("/ws/overview/", {
-    onMessage: function (m) { if (m.kind === "overview") { apply(m); } },
+    onMessage: function (m) {
+      if (m.kind === "overview") { apply(m); }
+      else if (m.kind === "rollout") { applyRollout(m); }
+    },
     onState: function (state) {
       if (status) { status.textContent = state === "live" ? "Live" : state === "offline" ? "Connection lost — reconnecting" : "Connecting…"; }
       if (dot) { dot.className = "live-dot " + (state === "live" ? "live" : state === "offline" ? "offline" : ""); }

@@ -206,3 +206,114 @@ class DiffSerializer(serializers.Serializer[Any]):
     from_revision = serializers.IntegerField()
     to_revision = serializers.IntegerField()
     diff = serializers.CharField(help_text="Unified diff of the rendered manifests as YAML (empty if equal).")
+
+
+IMPORT_YAML_HELP = (
+    "Kthena ModelServing (with its ModelServer and ModelRoute), or prefill and decode Deployments with "
+    "their Services: one or several YAML documents"
+)
+
+
+class ImportRequestSerializer(serializers.Serializer[Any]):
+    yaml = serializers.CharField(
+        help_text=IMPORT_YAML_HELP,
+        trim_whitespace=False,
+        max_length=1_000_000,
+        error_messages={
+            "required": "is required: the YAML text to import",
+            "blank": "is empty; paste the YAML",
+        },
+    )
+    cluster = serializers.PrimaryKeyRelatedField(
+        queryset=Cluster.objects.all(), required=False, error_messages=CLUSTER_ERRORS
+    )
+    overrides = serializers.DictField(
+        required=False,
+        help_text="Top-level spec fields that replace or fill in what the YAML gives (e.g. connector, slo)",
+    )
+    preview = serializers.BooleanField(
+        default=True,
+        help_text="true: only show what the import gives; false: create the topology (needs cluster)",
+    )
+    message = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs.get("preview", True) and "cluster" not in attrs:
+            raise serializers.ValidationError(
+                {"cluster": ["is required to save: the id of a registered cluster"]}
+            )
+        return attrs
+
+
+class ImportNoteSerializer(serializers.Serializer[Any]):
+    kind = serializers.ChoiceField(choices=["mapped", "verbatim", "unsupported"])
+    source = serializers.CharField(help_text="Where in the YAML")  # type: ignore[assignment]
+    target = serializers.CharField(help_text="The spec field it went to (empty: rendered by Tandem)")
+    message = serializers.CharField()
+
+
+class ImportReportSerializer(serializers.Serializer[Any]):
+    mapped = ImportNoteSerializer(many=True)
+    verbatim = ImportNoteSerializer(many=True)
+    unsupported = ImportNoteSerializer(many=True)
+
+
+class ImportPreviewSerializer(serializers.Serializer[Any]):
+    ok = serializers.BooleanField()
+    source = serializers.CharField(  # type: ignore[assignment]
+        help_text="kthena, deployments, or empty when nothing was recognised"
+    )
+    spec = serializers.JSONField(help_text="The spec the YAML gives (with defaults when ok)")
+    report = ImportReportSerializer()
+    errors = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField())
+    )
+
+
+class ImportCreatedSerializer(serializers.Serializer[Any]):
+    topology = TopologySerializer()
+    report = ImportReportSerializer()
+
+
+class AdoptableQuerySerializer(serializers.Serializer[Any]):
+    cluster = serializers.PrimaryKeyRelatedField(
+        queryset=Cluster.objects.all(),
+        required=False,
+        error_messages=CLUSTER_ERRORS,
+        help_text="One cluster; without it, every registered cluster",
+    )
+
+
+class AdoptRequestSerializer(serializers.Serializer[Any]):
+    cluster = serializers.PrimaryKeyRelatedField(
+        queryset=Cluster.objects.all(), error_messages=CLUSTER_ERRORS
+    )
+    kind = serializers.ChoiceField(
+        choices=["ModelServing", "Deployment"],
+        error_messages={"invalid_choice": "must be ModelServing or Deployment (see the adoptable list)"},
+    )
+    namespace = serializers.RegexField(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length=63)
+    name = serializers.RegexField(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$", max_length=253)
+    overrides = serializers.DictField(
+        required=False, help_text="Spec fields that fill in what the objects lack"
+    )
+
+
+class AdoptableSerializer(serializers.Serializer[Any]):
+    cluster = serializers.IntegerField()
+    kind = serializers.CharField(
+        help_text="ModelServing or Deployment; empty when the cluster could not be read"
+    )
+    namespace = serializers.CharField()
+    name = serializers.CharField()
+    objects = serializers.ListField(child=serializers.CharField())
+    ok = serializers.BooleanField()
+    errors = serializers.DictField(  # type: ignore[assignment]
+        child=serializers.ListField(child=serializers.CharField())
+    )
+    spec = serializers.JSONField()
+    report = ImportReportSerializer()
+
+
+class ReleasedSerializer(serializers.Serializer[Any]):
+    released = serializers.ListField(child=serializers.CharField(), help_text="Objects handed back")

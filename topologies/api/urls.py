@@ -16,5 +16,15 @@ urlpatterns: list[URLPattern | URLResolver] = [
         views.RevisionDetail.as_view(),
         name="topology-revision-detail",
     ),
+    path(
+        "topologies/<int:pk>/revisions/<int:number>/manifests.yaml",
+        views.RevisionManifestsExport.as_view(),
+        name="topology-revision-manifests-yaml",
+    ),
+    path(
+        "topologies/<int:pk>/revisions/<int:number>/spec.yaml",
+        views.RevisionSpecExport.as_view(),
+        name="topology-revision-spec-yaml",
+    ),
     *router.urls,
 ]

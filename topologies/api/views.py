@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
@@ -19,18 +21,27 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+import kube
 from accounts.roles import Role
+from clusters.models import Cluster
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from keys.scopes import Scope
-from topologies import selectors, services
+from topologies import adoption, adoption_services, export, selectors, services
 from topologies.api.serializers import (
+    AdoptableQuerySerializer,
+    AdoptableSerializer,
+    AdoptRequestSerializer,
     DeleteJobSerializer,
     DiffQuerySerializer,
     DiffSerializer,
+    ImportCreatedSerializer,
+    ImportPreviewSerializer,
+    ImportRequestSerializer,
     PreflightResultSerializer,
     PreflightRevisionSerializer,
     PreflightSpecSerializer,
+    ReleasedSerializer,
     RevisionListSerializer,
     RevisionSerializer,
     TopologyCreateSerializer,
@@ -38,6 +49,7 @@ from topologies.api.serializers import (
     TopologyUpdateSerializer,
 )
 from topologies.filtersets import TopologyFilterSet
+from topologies.importing import import_manifests
 from topologies.models import Revision, Topology
 from topologies.preflight import Finding
 from topologies.spec import SpecError
@@ -72,8 +84,19 @@ class TopologyViewSet(
     serializer_class = TopologySerializer
     filterset_class = TopologyFilterSet
     write_role = Role.OPERATOR
-    action_roles = {"preflight": Role.OPERATOR, "preflight_spec": Role.OPERATOR}
+    action_roles = {
+        "preflight": Role.OPERATOR,
+        "preflight_spec": Role.OPERATOR,
+        "import_yaml": Role.OPERATOR,
+        "adoptable": Role.OPERATOR,
+        "adopt": Role.OPERATOR,
+        "release": Role.OPERATOR,
+    }
     required_scopes = {
+        "import_yaml": Scope.TOPOLOGIES_WRITE,
+        "adoptable": Scope.TOPOLOGIES_READ,
+        "adopt": Scope.TOPOLOGIES_WRITE,
+        "release": Scope.TOPOLOGIES_WRITE,
         "read": Scope.TOPOLOGIES_READ,
         "write": Scope.TOPOLOGIES_WRITE,
         "preflight": Scope.TOPOLOGIES_READ,
@@ -163,6 +186,108 @@ class TopologyViewSet(
         )
         return Response(preflight_body(findings))
 
+    @extend_schema(
+        operation_id="topologies_import",
+        request=ImportRequestSerializer,
+        responses={200: ImportPreviewSerializer, 201: ImportCreatedSerializer},
+        description="Preview (preview=true, the default) or create (preview=false) a topology from "
+        "Kthena or Deployment YAML. "
+        "The report lists what was mapped into the spec, what is kept verbatim, and what cannot be "
+        "represented.",
+    )
+    @action(detail=False, methods=["post"], url_path="import")
+    def import_yaml(self, request: Request) -> Response:
+        data = ImportRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        if values["preview"]:
+            return Response(import_manifests(values["yaml"], overrides=values.get("overrides")).as_dict())
+        try:
+            topology, result = services.topology_import(
+                cluster=values["cluster"],
+                text=values["yaml"],
+                overrides=values.get("overrides"),
+                actor=request.user,
+                source_ip=client_ip(request),
+                message=values.get("message", ""),
+            )
+        except SpecError as error:
+            fields = {k if k == "yaml" else f"spec.{k}": v for k, v in error.errors.items()}
+            first_path, first = next(iter(fields.items()))
+            raise DomainError(f"{first_path}: {first[0]}", code="invalid", fields=fields) from None
+        return Response(
+            {"topology": TopologySerializer(topology).data, "report": result.report.as_dict()},
+            status=status.HTTP_201_CREATED,
+        )
+
+    @extend_schema(
+        operation_id="topologies_adoptable",
+        parameters=[OpenApiParameter("cluster", int, required=True)],
+        responses={200: AdoptableSerializer(many=True)},
+        description="Kthena ModelServings and role-labelled Deployments on the cluster that Tandem does not "
+        "manage, each with what an import of it gives. Calls the cluster's API (operators).",
+    )
+    @action(detail=False, methods=["get"])
+    def adoptable(self, request: Request) -> Response:
+        from clusters.selectors import cluster_connection
+
+        query = AdoptableQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        one = query.validated_data.get("cluster")
+        rows: list[dict[str, Any]] = []
+        for cluster in [one] if one is not None else list(Cluster.objects.order_by("name")):
+            try:
+                found = adoption.adoptable(cluster_connection(cluster))
+            except kube.KubeError as error:
+                message = f"cannot list workloads on {cluster.name}: {error.message}"
+                if one is not None:
+                    raise DomainError(message, status_code=502, code="cluster_error") from None
+                rows.append(adoption.unreadable(cluster.pk, message))
+                continue
+            rows += [{"cluster": cluster.pk, **c.as_dict()} for c in found]
+        return Response(rows)
+
+    @extend_schema(
+        operation_id="topologies_adopt",
+        request=AdoptRequestSerializer,
+        responses={201: TopologySerializer},
+        description="Adopt a running workload as a topology: its objects as they run become revision 1 "
+        "(running), Tandem takes ownership of their fields by server-side apply, no pod restarts.",
+    )
+    @action(detail=False, methods=["post"])
+    def adopt(self, request: Request) -> Response:
+        data = AdoptRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        try:
+            topology = adoption_services.topology_adopt(
+                cluster=values["cluster"],
+                kind=values["kind"],
+                namespace=values["namespace"],
+                name=values["name"],
+                overrides=values.get("overrides"),
+                actor=request.user,
+                source_ip=client_ip(request),
+            )
+        except SpecError as error:
+            raise spec_error(error) from None
+        return Response(TopologySerializer(topology).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        operation_id="topologies_release",
+        request=None,
+        responses={200: ReleasedSerializer},
+        description="Hand an adopted topology's objects back unchanged (Tandem's labels and field ownership "
+        "go) and forget the topology.",
+    )
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, pk: str | None = None) -> Response:
+        topology = self.get_object()
+        released = adoption_services.topology_release(
+            topology=topology, actor=request.user, source_ip=client_ip(request)
+        )
+        return Response({"released": released})
+
 
 def _topology(pk: int) -> Topology:
     return get_object_or_404(Topology.objects.all(), pk=pk)
@@ -226,3 +351,50 @@ class RevisionDiff(APIView):
                 "diff": selectors.revision_diff(found["from"], found["to"]),
             }
         )
+
+
+class RevisionExport(APIView):
+    """A revision as YAML: its manifests as one kubectl-apply-ready stream, or its spec."""
+
+    required_scopes = {"read": Scope.TOPOLOGIES_READ}
+    what = "manifests"
+
+    def get(self, request: Request, pk: int, number: int) -> HttpResponse:
+        topology = _topology(pk)
+        revision = _revision(topology, number, field="number")
+        text, filename = export.revision_yaml(revision, self.what)
+        response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
+        if request.query_params.get("download") in ("1", "true", "yes"):
+            response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
+
+
+_DOWNLOAD = OpenApiParameter("download", bool, description="true: served as an attachment (a .yaml file)")
+
+
+class RevisionManifestsExport(RevisionExport):
+    """A revision's manifests as one YAML stream, ready for ``kubectl apply -f``."""
+
+    what = "manifests"
+
+    @extend_schema(
+        operation_id="topologies_revisions_manifests_yaml",
+        parameters=[_DOWNLOAD],
+        responses={(200, "application/yaml"): OpenApiTypes.STR},
+    )
+    def get(self, request: Request, pk: int, number: int) -> HttpResponse:
+        return super().get(request, pk, number)
+
+
+class RevisionSpecExport(RevisionExport):
+    """A revision's topology spec as YAML."""
+
+    what = "spec"
+
+    @extend_schema(
+        operation_id="topologies_revisions_spec_yaml",
+        parameters=[_DOWNLOAD],
+        responses={(200, "application/yaml"): OpenApiTypes.STR},
+    )
+    def get(self, request: Request, pk: int, number: int) -> HttpResponse:
+        return super().get(request, pk, number)

@@ -1,0 +1,214 @@
+"""Every Kthena example with P/D roles imports, renders, and equals the original on the fields Tandem owns.
+
+The comparison reads both sides with its own small projection (not the importer's code): names, role
+replicas, engine image, accelerator, CPU and memory requests, served model name, tensor parallelism,
+port, the engine's other arguments and plain env values (kept verbatim), and the ModelServer/ModelRoute
+routing fields. A field the render changes must be named in the import's report as not representable.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from topologies.importing import import_manifests
+from topologies.render import render
+from topologies.spec import CREDENTIAL_ENV, MANAGED_FLAGS, TopologySpec
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO.parent / "shared" / "reference" / "kthena" / "examples"
+ENGINE_NAMES = ("vllm", "sglang", "mindie")
+RENDERED_ENV_PREFIXES = ("HCCL_", "GLOO_", "TP_SOCKET", "VLLM_NIXL_SIDE_CHANNEL", "POD_IP")
+MODEL_FLAGS = ("--model", "--model-path")
+
+
+def _examples_dir() -> Path:
+    if not EXAMPLES.is_dir():
+        pytest.fail(f"the upstream Kthena examples are expected at {EXAMPLES} (CI checks out ../shared)")
+    return EXAMPLES
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _cases() -> list[tuple[str, str]]:
+    """(example name, YAML text): each ModelServing with P/D roles plus the router objects that select it."""
+    if not EXAMPLES.is_dir():
+        return [("missing-shared", "")]
+    routers = [d for p in sorted(EXAMPLES.glob("*.yaml")) for d in _docs(p) if d["kind"] != "ModelServing"]
+    cases = []
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        docs = _docs(path)
+        for serving in (d for d in docs if d["kind"] == "ModelServing"):
+            roles = {r["name"] for r in serving["spec"]["template"]["roles"]}
+            if not {"prefill", "decode"} <= roles:
+                continue
+            name = serving["metadata"]["name"]
+            servers = [
+                d
+                for d in routers
+                if d["kind"] == "ModelServer"
+                and d["spec"]["workloadSelector"]["matchLabels"].get("modelserving.volcano.sh/name") == name
+            ]
+            server_names = {s["metadata"]["name"] for s in servers}
+            routes = [
+                d
+                for d in routers
+                if d["kind"] == "ModelRoute"
+                and any(
+                    t["modelServerName"] in server_names
+                    for r in d["spec"]["rules"]
+                    for t in r["targetModels"]
+                )
+            ]
+            cases.append((path.stem, yaml.safe_dump_all([*docs, *servers, *routes])))
+    return cases
+
+
+def _argv(container: dict[str, Any]) -> list[str] | None:
+    tokens = [str(t) for t in (container.get("command") or []) + (container.get("args") or [])]
+    if tokens[:1] and tokens[0].endswith(("sh", "bash")) and tokens[1:2] == ["-c"]:
+        script = " ".join(tokens[2:]).replace("\\\n", " ")
+        if "&&" in script or ";" in script or "./" in script:
+            return None  # a script: its command line is not a field Tandem can own
+        return shlex.split(script)
+    return tokens
+
+
+def _flag(tokens: list[str], *names: str) -> str | None:
+    for i, token in enumerate(tokens):
+        flag, eq, value = token.partition("=")
+        if flag in names:
+            return value if eq else tokens[i + 1]
+    return None
+
+
+def _other_args(tokens: list[str]) -> list[str]:
+    """Arguments Tandem does not render itself: flags and values outside MANAGED_FLAGS and the model."""
+    out, skip = [], False
+    for i, token in enumerate(tokens):
+        if skip:
+            skip = False
+            continue
+        flag = token.partition("=")[0]
+        if flag in (*MANAGED_FLAGS, *MODEL_FLAGS):
+            skip = "=" not in token
+            continue
+        if i < 3 and not token.startswith("-"):
+            continue  # program, module or positional model
+        if token in ("-m", "--enable-metrics"):
+            continue
+        out.append(token)
+    return out
+
+
+def _engine(pod: dict[str, Any], role: str) -> dict[str, Any]:
+    containers = pod["containers"]
+    for c in containers:
+        if c["name"] == role:
+            return c
+    for c in containers:
+        named = c["name"] in ENGINE_NAMES or any(n in c["image"] for n in ENGINE_NAMES)
+        if named and "runtime" not in c["image"]:
+            return c
+    return containers[-1]
+
+
+def _port(container: dict[str, Any], tokens: list[str] | None) -> int:
+    if tokens and _flag(tokens, "--port"):
+        return int(str(_flag(tokens, "--port")))
+    return int(container["ports"][0]["containerPort"])
+
+
+def owned_fields(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for obj in objects:
+        kind, spec = obj["kind"], obj.get("spec") or {}
+        if kind == "ModelServing":
+            fields["namespace"] = obj["metadata"].get("namespace", "default")
+            fields["name"] = obj["metadata"]["name"]
+            for role in spec["template"]["roles"]:
+                c = _engine(role["entryTemplate"]["spec"], role["name"])
+                tokens = _argv(c)
+                res = c.get("resources", {})
+                key = f"roles.{role['name']}"
+                fields[f"{key}.replicas"] = role["replicas"]
+                fields[f"{key}.image"] = c["image"]
+                fields[f"{key}.port"] = _port(c, tokens)
+                fields[f"{key}.accelerators"] = {
+                    k: str(v) for k, v in res.get("limits", {}).items() if "/" in k
+                }
+                for q in ("cpu", "memory"):
+                    if q in res.get("requests", {}):
+                        fields[f"{key}.{q}"] = str(res["requests"][q])
+                fields[f"{key}.env"] = {
+                    e["name"]: e["value"]
+                    for e in c.get("env", [])
+                    if "value" in e
+                    and not CREDENTIAL_ENV.search(e["name"])
+                    and not e["name"].startswith(RENDERED_ENV_PREFIXES)
+                }
+                if tokens is not None:
+                    fields[f"{key}.served_model_name"] = _flag(tokens, "--served-model-name")
+                    fields[f"{key}.tensor_parallel"] = _flag(tokens, "--tensor-parallel-size", "--tp-size")
+                    fields[f"{key}.other_args"] = _other_args(tokens)
+        elif kind == "ModelServer":
+            fields["server.model"] = spec.get("model")
+            fields["server.port"] = spec["workloadPort"]["port"]
+            fields["server.kv_connector"] = spec.get("kvConnector", {}).get("type")
+            fields["server.timeout"] = spec.get("trafficPolicy", {}).get("timeout")
+            fields["server.retry"] = spec.get("trafficPolicy", {}).get("retry")
+        elif kind == "ModelRoute":
+            fields["route.model_name"] = spec["modelName"]
+    return fields
+
+
+def _comparable(original: dict[str, Any], rendered: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Fields whose values differ; a field the original lacks (None) is Tandem's own default."""
+    out = {}
+    for key, value in original.items():
+        if value is None:
+            continue
+        got = rendered.get(key)
+        if key.endswith(".env"):
+            got = {k: v for k, v in (got or {}).items() if k in value}
+        if key.endswith(".other_args"):
+            got = [t for t in (got or []) if t in value]
+        if key == "server.retry" and got is not None:
+            got = {k: v for k, v in got.items() if k in value}
+        if got != value:
+            out[key] = (value, got)
+    return out
+
+
+@pytest.mark.parametrize(("name", "text"), _cases(), ids=[c[0] for c in _cases()])
+def test_example_imports_renders_and_keeps_the_fields_tandem_owns(name: str, text: str) -> None:
+    _examples_dir()
+    result = import_manifests(text)
+    assert result.ok, result.errors
+    spec = TopologySpec.from_dict(result.spec)
+    objects = render(spec, topology_id=7, revision=1)
+    original = owned_fields([d for d in yaml.safe_load_all(text) if d])
+    differences = _comparable(original, owned_fields(objects))
+    reported = json.dumps(result.report.as_dict()["unsupported"])
+    for key, (want, got) in differences.items():
+        field = key.rsplit(".", 1)[-1]
+        assert field == "kv_connector" and "kvConnector" in reported, (
+            f"{name}: {key} was {want!r}, rendered {got!r}, and the import report does not say so"
+        )
+
+
+def test_the_examples_with_pd_roles_are_all_covered() -> None:
+    covered = {name for name, _ in _cases()}
+    assert {
+        "model-serving__gpu-pd-disaggregation",
+        "model-serving__prefill-decode-disaggregation",
+        "model-serving__sglang-pd-disaggregation",
+        "models__deepseek-v4-flash__modelserving",
+    } <= covered
