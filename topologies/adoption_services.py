@@ -128,6 +128,7 @@ def topology_release(*, topology: Topology, actor: Any, source_ip: str | None = 
             f"topology {locked.name} was created in Tandem, not adopted; delete it instead",
             code="not_adopted",
             fields={"topology": ["only adopted topologies can be released"]},
+            status_code=409,
         )
     from deployments.selectors import active_deployment
 

@@ -158,6 +158,16 @@ class ClusterSerializer(serializers.ModelSerializer[Cluster]):
         return int(annotated) if annotated is not None else obj.nodes.count()
 
 
+class ClusterCreatedSerializer(ClusterSerializer):
+    """The answer to a registration: the cluster, and warnings (e.g. the same API server twice)."""
+
+    warnings = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+    class Meta(ClusterSerializer.Meta):
+        fields = [*ClusterSerializer.Meta.fields, "warnings"]
+        read_only_fields = [*ClusterSerializer.Meta.read_only_fields, "warnings"]
+
+
 class NodeInventorySerializer(serializers.ModelSerializer[NodeInventory]):
     free = serializers.IntegerField(read_only=True)
 

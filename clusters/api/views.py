@@ -15,6 +15,7 @@ from rest_framework.serializers import BaseSerializer
 from accounts.roles import Role
 from clusters import selectors, services
 from clusters.api.serializers import (
+    ClusterCreatedSerializer,
     ClusterSerializer,
     ConnectionResultSerializer,
     DeleteQuerySerializer,
@@ -73,6 +74,7 @@ class ClusterViewSet(
             source_ip=client_ip(self.request),
         )
 
+    @extend_schema(responses={201: ClusterCreatedSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         response = super().create(request, *args, **kwargs)
         cluster = Cluster.objects.get(pk=response.data["id"])

@@ -27,7 +27,7 @@ class PlannerSerializer(serializers.ModelSerializer[PlannerConfig]):
     min_ratio = serializers.FloatField(required=False, allow_null=True, default=None)
     max_ratio = serializers.FloatField(required=False, allow_null=True, default=None)
     state = serializers.DictField(read_only=True)
-    last_tick = serializers.DateTimeField(read_only=True)
+    last_tick = serializers.DateTimeField(read_only=True, allow_null=True)
 
     class Meta:
         model = PlannerConfig

@@ -43,6 +43,7 @@ class _OnTopology(GenericAPIView[Topology]):
 
 @extend_schema(request=SwitchRoleInputSerializer, responses={202: RebalanceSerializer})
 class TopologySwitchRole(_OnTopology):
+    serializer_class = SwitchRoleInputSerializer  # type: ignore[assignment]
     """Switch one running instance to the other role (restart-based: the new instance is Ready before the
     named one is drained and removed). 400/409 say why a switch is refused."""
 
@@ -62,6 +63,7 @@ class TopologySwitchRole(_OnTopology):
 
 @extend_schema(request=RatioInputSerializer, responses={202: RebalanceSerializer})
 class TopologyRatio(_OnTopology):
+    serializer_class = RatioInputSerializer  # type: ignore[assignment]
     """Set replicas per role within the budget; Tandem plans one-at-a-time moves, each run as a scale job."""
 
     def post(self, request: Request, pk: int) -> Response:
@@ -79,6 +81,7 @@ class TopologyRatio(_OnTopology):
 
 
 class TopologyPlanner(_OnTopology):
+    serializer_class = PlannerSerializer  # type: ignore[assignment]
     """The planner's mode (off / advisory / auto), parameters and ratio constraint."""
 
     @extend_schema(responses={200: PlannerSerializer})
@@ -130,6 +133,7 @@ class TopologyRebalances(ListAPIView[Any]):
 
 @extend_schema(request=WhatIfInputSerializer, responses={200: WhatIfSerializer})
 class TopologyWhatIf(_OnTopology):
+    serializer_class = WhatIfInputSerializer  # type: ignore[assignment]
     """Replay the topology's recorded traffic (default: the last hour) in the simulator for every split the
     budget allows; SLO attainment and goodput per split, and the recommended one. Changes nothing."""
 

@@ -227,7 +227,7 @@ class TopologyViewSet(
         description="Kthena ModelServings and role-labelled Deployments on the cluster that Tandem does not "
         "manage, each with what an import of it gives. Calls the cluster's API (operators).",
     )
-    @action(detail=False, methods=["get"])
+    @action(detail=False, methods=["get"], pagination_class=None, filterset_class=None)
     def adoptable(self, request: Request) -> Response:
         from clusters.selectors import cluster_connection
 
