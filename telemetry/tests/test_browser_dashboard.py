@@ -317,6 +317,8 @@ def test_panel_reconnects_and_backfills_the_gap_from_the_history_api(
         snap["ts"] = missed + k
         snap["totals"]["hit_rate"] = 0.77
         store(topology, snap)
+    # The page comes back only after the last missed collection, as it would on a real outage.
+    time.sleep(max(0.0, missed + 2.2 - time.time()))
     with asgi_on(port):
         page.wait_for_function(
             "() => document.getElementById('telemetry-live').dataset.backfill !== undefined", timeout=30_000
