@@ -6,7 +6,7 @@ A child process runs the engine farm (N engines: N/2 prefill + N/2 decode in N/2
 P/D router in front of them — as the sandbox's kubelet would — and this process measures it:
 memory per engine (child RSS delta / N, right after start and after traffic), `/metrics` scrape
 latency (all N concurrently, and one at a time), and the request rate through the router (closed
-loop with a fixed number of clients, then open loop at 80% of that rate with TTFT/ITL quantiles).
+loop with a fixed number of clients, then open loop at 80% of that rate with TTFT/TBT quantiles).
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ async def measure(info: dict, pid: int, count: int, seconds: float, clients: int
             (
                 f"router, open loop at {target:g} req/s, {seconds:g}s (streaming)",
                 f"{report.achieved_rps:.0f} req/s achieved, {report.failed} failed, TTFT p50/p95 "
-                f"{report.ttft_ms.p50:.0f}/{report.ttft_ms.p95:.0f} ms, ITL p50/p95 "
+                f"{report.ttft_ms.p50:.0f}/{report.ttft_ms.p95:.0f} ms, TBT p50/p95 "
                 f"{report.itl_ms.p50:.1f}/{report.itl_ms.p95:.1f} ms, "
                 f"sandbox CPU {stream_cpu * 1000:.1f} ms/req",
             )

@@ -21,7 +21,7 @@ def observation_from_snapshot(
     busy: str,
     now: float,
 ) -> Observation:
-    """TTFT/ITL p95 against the targets, queue depth and KV usage per role, token rates, links down."""
+    """TTFT/TBT p95 against the targets, queue depth and KV usage per role, token rates, links down."""
     if snapshot is None:
         return Observation(
             ts=now,
@@ -51,7 +51,7 @@ def observation_from_snapshot(
         prefill=prefill,
         decode=decode,
         ttft_p95_ms=float(ttft) if isinstance(ttft, (int, float)) else _ms(totals.get("ttft_p95")),
-        tbt_p95_ms=float(tbt) if isinstance(tbt, (int, float)) else _ms(totals.get("itl_p95")),
+        tbt_p95_ms=float(tbt) if isinstance(tbt, (int, float)) else _ms(totals.get("tbt_p95")),
         ttft_target_ms=ttft_target_ms,
         tbt_target_ms=tbt_target_ms,
         prefill_waiting=float(p_role.get("waiting") or 0.0),

@@ -14,7 +14,7 @@ Rules, in order (the first that applies wins):
 4. ``cooldown``: the last move is younger than its cooldown (the configured cooldown, or the time the
    move itself took plus settling intervals, whichever is longer: a restart-based move costs a model
    load).
-5. ``ttft_breach`` / ``tbt_breach``: the role's SLO (TTFT p95 for prefill, ITL p95 for decode, or a
+5. ``ttft_breach`` / ``tbt_breach``: the role's SLO (TTFT p95 for prefill, TBT p95 for decode, or a
    queue/KV-usage pressure signal) has been breached for ``breach_intervals`` intervals in a row. Below
    the budget and the role's maximum: add one instance of that role. At the budget: an opposing move
    (one instance of the other role becomes this role) only if the other role's remaining instances
@@ -218,7 +218,7 @@ def donor_still_meets(obs: Observation, donor: str, headroom: float) -> tuple[bo
         label = "TTFT p95"
     else:
         observed, target = obs.tbt_p95_ms, obs.tbt_target_ms
-        label = "ITL p95"
+        label = "TBT p95"
     if observed is None:
         return False, f"{donor} {label} has no data"
     waiting = obs.prefill_waiting if donor == "prefill" else obs.decode_waiting
@@ -291,9 +291,9 @@ def _breach_text(obs: Observation, role: str, streak: int, params: Params) -> st
                 f"{obs.prefill_waiting:.0f} requests waiting on {obs.prefill} prefill"
             ]
     else:
-        parts = [f"ITL p95 {_ms(obs.tbt_p95_ms)} (target {_ms(obs.tbt_target_ms)})"]
+        parts = [f"TBT p95 {_ms(obs.tbt_p95_ms)} (target {_ms(obs.tbt_target_ms)})"]
         if obs.tbt_p95_ms is not None and obs.tbt_p95_ms > obs.tbt_target_ms:
-            parts = [f"ITL p95 {_ms(obs.tbt_p95_ms)} > {_ms(obs.tbt_target_ms)} target"]
+            parts = [f"TBT p95 {_ms(obs.tbt_p95_ms)} > {_ms(obs.tbt_target_ms)} target"]
         if _queued(obs, "decode", params):
             parts.append(f"{obs.decode_waiting:.0f} requests waiting on {obs.decode} decode")
         if obs.decode_kv_usage is not None and obs.decode_kv_usage > params.kv_usage_high:
@@ -412,7 +412,7 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
         obs,
         "steady",
         f"within SLO: TTFT p95 {_ms(obs.ttft_p95_ms)} (target {_ms(obs.ttft_target_ms)}), "
-        f"ITL p95 {_ms(obs.tbt_p95_ms)} (target {_ms(obs.tbt_target_ms)})",
+        f"TBT p95 {_ms(obs.tbt_p95_ms)} (target {_ms(obs.tbt_target_ms)})",
     ), state
 
 

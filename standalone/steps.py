@@ -11,7 +11,7 @@ The steps act through the product's management commands and its REST API, as a u
    followed here through the API); when it was deployed by an earlier run (a second `make demo`),
    the fresh sandbox has none of its objects, so it is re-applied through the API;
 4. drive traffic through the topology's router (`python -m standalone.traffic`, the sandbox's
-   load generator round after round) so hit rate, TTFT, ITL, tokens/s and KV links move;
+   load generator round after round) so hit rate, TTFT, TBT, tokens/s and KV links move;
 5. wait until the API shows live metrics for it.
 
 `TANDEM_DEMO_LOAD_RATE` (requests/s, default 2; 0 sends none) and `TANDEM_DEMO_LOAD_PATTERN`
@@ -311,7 +311,7 @@ def live_summary(latest: dict[str, Any]) -> str | None:
     totals = latest.get("totals") or {}
     pods = latest.get("pods") or []
     flowing = (
-        totals.get("gen_tps") and totals.get("ttft_p50") is not None and totals.get("itl_p50") is not None
+        totals.get("gen_tps") and totals.get("ttft_p50") is not None and totals.get("tbt_p50") is not None
     )
     if not pods or not totals.get("links_up") or not flowing:
         return None
@@ -323,7 +323,7 @@ def live_summary(latest: dict[str, Any]) -> str | None:
     return (
         f"{len(pods)} pods, {totals['links_up']} KV link(s) up; hit rate "
         f"{'–' if hit is None else f'{hit:.0%}'}, TTFT p50 {ms(totals.get('ttft_p50'))}, "
-        f"ITL p50 {ms(totals.get('itl_p50'))}, {totals.get('gen_tps') or 0:.0f} output tokens/s"
+        f"TBT p50 {ms(totals.get('tbt_p50'))}, {totals.get('gen_tps') or 0:.0f} output tokens/s"
     )
 
 

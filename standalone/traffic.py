@@ -64,7 +64,7 @@ def round_line(number: int, report: Any) -> str:
         f"round {number}: {report.sent} requests, {report.succeeded} ok"
         f"{f', {report.failed} failed {report.errors}' if report.failed else ''}; "
         f"TTFT p50 {report.ttft_ms.p50:.0f} ms p95 {report.ttft_ms.p95:.0f} ms; "
-        f"ITL p50 {report.itl_ms.p50:.1f} ms; {report.output_tokens_per_s:.0f} output tokens/s"
+        f"TBT p50 {report.itl_ms.p50:.1f} ms; {report.output_tokens_per_s:.0f} output tokens/s"
     )
     return line
 

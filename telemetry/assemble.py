@@ -11,7 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from telemetry.derive import Window, merge, metrics, pod_window, topology_metrics, topology_outcomes
+from telemetry.derive import (
+    HitEntry,
+    Window,
+    hit_rate_window,
+    merge,
+    metrics,
+    pod_window,
+    topology_metrics,
+    topology_outcomes,
+)
 from telemetry.health import SloMetric, SloTrack, evaluate_slo, pod_reason, slo_step, topology_health
 from telemetry.links import EngineView, pair_link, pairs_of
 from telemetry.logscan import ANCHOR, LogFinding, fresh_lines, scan
@@ -46,11 +55,12 @@ class CollectorState(TypedDict):
     turn: int  # collections so far (probes go round when there are many pairs)
     slo: dict[str, SloTrack]
     backoff: dict[str, Backoff]
+    hits: list[HitEntry]  # the last 30 s of prefix-cache lookups (``derive.hit_rate_window``)
 
 
 def empty_state() -> CollectorState:
     return CollectorState(
-        pods={}, probes={}, probe_ids={}, log_tails={}, clusters={}, turn=0, slo={}, backoff={}
+        pods={}, probes={}, probe_ids={}, log_tails={}, clusters={}, turn=0, slo={}, backoff={}, hits=[]
     )
 
 
@@ -126,6 +136,7 @@ def build_snapshot(
         turn=int(state.get("turn") or 0) + 1,
         slo=dict(state["slo"]),
         backoff={},
+        hits=[],
     )
     windows: dict[str, Window] = {}
     pods: list[PodSample] = []
@@ -190,8 +201,10 @@ def build_snapshot(
             **metrics(role_windows[role]), pods=len(members), ready=sum(1 for p in members if p["ready"])
         )
     totals_values = topology_metrics(role_windows) if role_windows else empty_metrics()
+    new_state["hits"], hit_rate_30s = hit_rate_window(list(state.get("hits") or []), role_windows, ts=ts)
     totals = Totals(
         **totals_values,
+        hit_rate_30s=hit_rate_30s,
         pods=len(pods),
         ready=sum(1 for p in pods if p["ready"]),
         links_up=sum(1 for link in links if link["state"] == "up"),
@@ -201,7 +214,7 @@ def build_snapshot(
     )
 
     slo, per_metric = evaluate_slo(
-        ttft_p95_s=totals["ttft_p95"], tbt_p95_s=totals["itl_p95"], ttft_ms=slo_ttft_ms, tbt_ms=slo_tbt_ms
+        ttft_p95_s=totals["ttft_p95"], tbt_p95_s=totals["tbt_p95"], ttft_ms=slo_ttft_ms, tbt_ms=slo_tbt_ms
     )
     actions: dict[SloMetric, str] = {}
     for metric, metric_state in per_metric.items():

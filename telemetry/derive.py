@@ -30,9 +30,9 @@ DECODE_FIRST = (
     "ttft_p50",
     "ttft_p95",
     "ttft_p99",
-    "itl_p50",
-    "itl_p95",
-    "itl_p99",
+    "tbt_p50",
+    "tbt_p95",
+    "tbt_p99",
     "gen_tps",
     "requests_ps",
 )
@@ -202,7 +202,7 @@ def metrics(window: Window) -> Metrics:
     if ttft:
         out["ttft_p50"], out["ttft_p95"], out["ttft_p99"] = (quantile(ttft, q) for q in (0.5, 0.95, 0.99))
     if itl:
-        out["itl_p50"], out["itl_p95"], out["itl_p99"] = (quantile(itl, q) for q in (0.5, 0.95, 0.99))
+        out["tbt_p50"], out["tbt_p95"], out["tbt_p99"] = (quantile(itl, q) for q in (0.5, 0.95, 0.99))
     if window.has_deltas:
         out["prompt_tps"] = r.get("prompt_tokens")
         out["gen_tps"] = r.get("gen_tokens")
@@ -301,3 +301,30 @@ def topology_metrics(role_windows: dict[str, Window]) -> Metrics:
         everything["success_rate"] = significant(ok / (ok + failed))
         everything["error_rate"] = significant(failed / (ok + failed))
     return everything
+
+
+HIT_RATE_WINDOW_S = 30.0
+HitEntry = list[float]  # [ts, hits, queries] of one interval (a gauge engine: [ts, hit rate, 1])
+
+
+def hit_rate_window(
+    kept: list[HitEntry], role_windows: dict[str, Window], *, ts: float, span: float = HIT_RATE_WINDOW_S
+) -> tuple[list[HitEntry], float | None]:
+    """The topology's hit rate over the last ``span`` seconds, and the intervals to keep for the next.
+
+    One interval's Δhits / Δqueries swings with the few requests that finished in it (33 % one update,
+    95 % the next); Σ Δhits / Σ Δqueries over 30 s is stable and still follows a real change. The
+    lookups are counted where they happen: on prefill when it counts them, else on every pod. An
+    engine that exports only a hit-rate gauge (MindIE, SGLang) gets the mean of its readings."""
+    entries = [e for e in kept if ts - span < e[0] < ts]
+    chosen = role_windows.get("prefill")
+    if chosen is None or "prefix_queries" not in chosen.deltas:
+        chosen = merge(role_windows.values()) if role_windows else None
+    if chosen is not None and chosen.has_deltas and "prefix_queries" in chosen.deltas:
+        entries.append([ts, chosen.deltas.get("prefix_hits", 0.0), chosen.deltas["prefix_queries"]])
+    elif chosen is not None and chosen.gauges.get("hit_rate"):
+        entries.append([ts, sum(chosen.gauges["hit_rate"]) / len(chosen.gauges["hit_rate"]), 1.0])
+    hits = sum(e[1] for e in entries)
+    queries = sum(e[2] for e in entries)
+    value = _ratio(hits, queries)
+    return entries, significant(value) if value is not None else None

@@ -63,7 +63,7 @@ class Rollup(models.Model):
 
 class AlertMetric(models.TextChoices):
     TTFT = "ttft", "TTFT p95"
-    TBT = "tbt", "TBT (ITL) p95"
+    TBT = "tbt", "TBT p95"
 
 
 class TelemetryAlert(models.Model):

@@ -98,7 +98,7 @@ HISTOGRAMS: dict[str, str] = {
     "sglang:e2e_request_latency_seconds": "e2e",  # its count stands in for finished requests (no counter)
     "time_to_first_token_seconds": "ttft",
 }
-# Families Tandem recognises but does not read: nothing is derived from them (TTFT, ITL and the
+# Families Tandem recognises but does not read: nothing is derived from them (TTFT, TBT and the
 # request counters already say it), and every bucket line costs parsing time on every scrape.
 NOT_READ: dict[str, str] = {
     "vllm:request_time_per_output_token_seconds": "per-request mean TPOT; ITL covers it",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict, cast
 
@@ -163,15 +164,22 @@ class OverviewRow(TypedDict):
     deployed: bool
     health: Health
     slo: Slo
-    hit_rate: float | None
-    ttft_p95: float | None
-    itl_p95: float | None
+    hit_rate: float | None  # over the last 30 s (``totals.hit_rate_30s``), else the last interval's
+    ttft_p95: float | None  # seconds
+    tbt_p95: float | None  # seconds
+    gen_tps: float | None  # generated tokens per second
     pods: int
     ready: int
     links_down: int
     open_alerts: int
     ts: float | None
     rollout: dict[str, Any]  # deployments.rollout.Rollout: desired/running revision, last attempt failed
+
+
+def stable_hit_rate(totals: Mapping[str, Any]) -> float | None:
+    """The hit rate a page shows: over the last 30 s when known, else the last interval's."""
+    value = totals.get("hit_rate_30s")
+    return value if value is not None else totals.get("hit_rate")
 
 
 _SEVERITY = {"down": 0, "stale": 1, "degraded": 2, "unknown": 3, "healthy": 4}
@@ -233,9 +241,10 @@ def overview_rows() -> list[OverviewRow]:
                 deployed=deployed,
                 health=health,
                 slo=slo,
-                hit_rate=totals["hit_rate"] if totals else None,
+                hit_rate=stable_hit_rate(totals) if totals else None,
                 ttft_p95=totals["ttft_p95"] if totals else None,
-                itl_p95=totals["itl_p95"] if totals else None,
+                tbt_p95=totals["tbt_p95"] if totals else None,
+                gen_tps=totals["gen_tps"] if totals else None,
                 pods=totals["pods"] if totals else 0,
                 ready=totals["ready"] if totals else 0,
                 links_down=totals["links_down"] if totals else 0,

@@ -17,8 +17,8 @@ name                                      value
 Examples: ``topology.hit_rate``, ``role.prefill.ttft_p95``, ``pod.decode-0.waiting``,
 ``link.prefill-0.decode-2.xfer_p95_ms``.
 
-``<field>`` for topology and role: ``hit_rate external_hit_rate ttft_p50 ttft_p95 ttft_p99 itl_p50
-itl_p95 itl_p99 prompt_tps gen_tps running waiting kv_usage requests_ps success_rate error_rate``;
+``<field>`` for topology and role: ``hit_rate external_hit_rate ttft_p50 ttft_p95 ttft_p99 tbt_p50
+tbt_p95 tbt_p99 prompt_tps gen_tps running waiting kv_usage requests_ps success_rate error_rate``;
 the topology adds ``ready`` (Ready pods) and ``links_down``. Pods store the subset in ``POD_FIELDS``
 (enough for the per-pod table's sparklines without storing every quantile of every pod).
 """
@@ -35,7 +35,7 @@ TOPOLOGY_FIELDS: tuple[str, ...] = (*METRIC_FIELDS, "ready", "links_down")
 POD_FIELDS: tuple[str, ...] = (
     "hit_rate",
     "ttft_p95",
-    "itl_p95",
+    "tbt_p95",
     "prompt_tps",
     "gen_tps",
     "running",

@@ -9,12 +9,16 @@ Units and conventions (the same everywhere, also in the stored series of ``telem
 
 - ``ts`` is a unix timestamp in seconds (float); ``interval_s`` the seconds the rates cover.
 - Derived values carry five significant digits.
-- Latency quantiles ``ttft_*`` and ``itl_*`` are in SECONDS, estimated from the histogram bucket
+- Latency quantiles ``ttft_*`` and ``tbt_*`` are in SECONDS, estimated from the histogram bucket
   increments of this interval (linear interpolation inside a bucket). ``None`` when no request
   finished in the interval — "no data", never zero.
 - Link transfer quantiles are in MILLISECONDS (``xfer_p50_ms``, ``xfer_p95_ms``).
 - ``hit_rate`` / ``external_hit_rate``: Δhits / Δqueries in tokens over the interval, 0..1; ``None``
   when there were no queries. MindIE and SGLang expose a hit-rate gauge instead; it is used as is.
+  ``totals.hit_rate_30s`` is the same over the last 30 s (Σ Δhits / Σ Δqueries): the figure pages
+  show, stable from one update to the next; the per-interval value is what the chart plots.
+- TBT (time between tokens) is one name for what vLLM and SGLang export as inter-token latency
+  (``*:inter_token_latency_seconds``) and what the SLO's ``tbt_ms`` target is compared with.
 - ``prompt_tps`` / ``gen_tps``: prompt and generated tokens per second.
 - ``running`` / ``waiting``: requests in the running batch / queued (gauges, summed over pods).
 - ``kv_usage``: KV-cache usage 0..1 (mean over pods for a role or the topology).
@@ -68,9 +72,9 @@ class Metrics(TypedDict):
     ttft_p50: float | None
     ttft_p95: float | None
     ttft_p99: float | None
-    itl_p50: float | None
-    itl_p95: float | None
-    itl_p99: float | None
+    tbt_p50: float | None
+    tbt_p95: float | None
+    tbt_p99: float | None
     prompt_tps: float | None
     gen_tps: float | None
     running: float | None
@@ -99,6 +103,7 @@ class RoleSample(Metrics):
 
 
 class Totals(Metrics):
+    hit_rate_30s: float | None  # Σ Δhits / Σ Δqueries over the last 30 s (the number people read)
     pods: int
     ready: int
     links_up: int
@@ -167,8 +172,10 @@ class OverviewMessage(TypedDict):
     topology_id: int
     health: Health
     slo: Slo
-    hit_rate: float | None
+    hit_rate: float | None  # over the last 30 s when known (``Totals.hit_rate_30s``)
     ttft_p95: float | None  # seconds
+    tbt_p95: float | None  # seconds
+    gen_tps: float | None  # generated tokens per second
     pods: int
     ready: int
     links_down: int
@@ -184,9 +191,9 @@ def empty_metrics() -> Metrics:
         ttft_p50=None,
         ttft_p95=None,
         ttft_p99=None,
-        itl_p50=None,
-        itl_p95=None,
-        itl_p99=None,
+        tbt_p50=None,
+        tbt_p95=None,
+        tbt_p99=None,
         prompt_tps=None,
         gen_tps=None,
         running=None,
@@ -201,7 +208,14 @@ def empty_metrics() -> Metrics:
 def empty_snapshot(topology_id: int, ts: float, interval_s: float, reason: str) -> TopologySnapshot:
     """A snapshot with no data (no pods yet, or the cluster could not be asked)."""
     totals = Totals(
-        **empty_metrics(), pods=0, ready=0, links_up=0, links_degraded=0, links_down=0, links_unknown=0
+        **empty_metrics(),
+        hit_rate_30s=None,
+        pods=0,
+        ready=0,
+        links_up=0,
+        links_degraded=0,
+        links_down=0,
+        links_unknown=0,
     )
     return TopologySnapshot(
         topology_id=topology_id,

@@ -26,7 +26,7 @@ POD_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("ready", "Ready", False),
     ("hit_rate", "Hit rate", True),
     ("ttft_p95", "TTFT p95", True),
-    ("itl_p95", "ITL p95", True),
+    ("tbt_p95", "TBT p95", True),
     ("prompt_tps", "Prompt tok/s", True),
     ("gen_tps", "Gen tok/s", True),
     ("running", "Running", True),
@@ -66,7 +66,11 @@ _CLUSTER_ORDER = {"unreachable": 0, "degraded": 1, "unknown": 2, "healthy": 3}
 def overview_context(rows: Sequence[Mapping[str, Any]], clusters: Iterable[Any]) -> dict[str, Any]:
     """Context of the overview page: topology rows (already problems first) and clusters, problems first."""
     shown = [
-        {**row, "ttft_p95_ms": row["ttft_p95"] * 1000 if row["ttft_p95"] is not None else None}
+        {
+            **row,
+            "ttft_p95_ms": row["ttft_p95"] * 1000 if row["ttft_p95"] is not None else None,
+            "tbt_p95_ms": row["tbt_p95"] * 1000 if row.get("tbt_p95") is not None else None,
+        }
         for row in rows
     ]
     cluster_rows = sorted(clusters, key=lambda c: (_CLUSTER_ORDER.get(c.health_state, 2), c.name))

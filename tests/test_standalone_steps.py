@@ -24,7 +24,7 @@ LIVE: dict[str, Any] = {
         "gen_tps": 240.4,
         "hit_rate": 0.4812,
         "ttft_p50": 0.0723,
-        "itl_p50": 0.0157,
+        "tbt_p50": 0.0157,
     },
 }
 
@@ -38,7 +38,7 @@ def _context(tmp_path: Path, **env: str) -> DemoContext:
 
 def test_live_summary_names_pods_links_and_the_moving_figures():
     assert live_summary(LIVE) == (
-        "2 pods, 1 KV link(s) up; hit rate 48%, TTFT p50 72 ms, ITL p50 16 ms, 240 output tokens/s"
+        "2 pods, 1 KV link(s) up; hit rate 48%, TTFT p50 72 ms, TBT p50 16 ms, 240 output tokens/s"
     )
 
 
@@ -48,7 +48,7 @@ def test_live_summary_names_pods_links_and_the_moving_figures():
         {"pods": []},
         {"totals": {**LIVE["totals"], "links_up": 0}},
         {"totals": {**LIVE["totals"], "gen_tps": 0.0}},
-        {"totals": {**LIVE["totals"], "itl_p50": None}},
+        {"totals": {**LIVE["totals"], "tbt_p50": None}},
     ],
     ids=["no pods", "no link up", "no tokens", "no ITL yet"],
 )

@@ -47,7 +47,7 @@ def test_a_breach_acts_only_once_sustained_for_the_configured_intervals():
     last = verdicts[-1]
     assert (last.prefill, last.decode) == (5, 3)
     assert "TTFT p95 2.40 s > 1.50 s target for 3 intervals" in last.explanation
-    assert "decode ITL p95 20 ms < 50 ms target" in last.explanation and "budget full" in last.explanation
+    assert "decode TBT p95 20 ms < 50 ms target" in last.explanation and "budget full" in last.explanation
 
 
 def test_below_the_budget_it_adds_instead_of_moving():

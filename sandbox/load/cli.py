@@ -41,7 +41,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 def add_load_subcommand(subparsers: Any) -> None:
     """Register `load` on an argparse sub-parser collection (`parser.add_subparsers()`)."""
-    _configure(subparsers.add_parser("load", help="replay open-loop traffic and report TTFT/ITL and SLOs"))
+    _configure(subparsers.add_parser("load", help="replay open-loop traffic and report TTFT/TBT and SLOs"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -103,12 +103,12 @@ class LoadReport:
             f"{self.succeeded} ok, {self.failed} failed {dict(self.errors) if self.errors else ''}".rstrip(),
             f"{'metric':<10}{'p50':>10}{'p95':>10}{'p99':>10}{'mean':>10}{'max':>10}",
         ]
-        for name, q in (("TTFT ms", self.ttft_ms), ("ITL ms", self.itl_ms), ("E2E ms", self.e2e_ms)):
+        for name, q in (("TTFT ms", self.ttft_ms), ("TBT ms", self.itl_ms), ("E2E ms", self.e2e_ms)):
             rows.append(f"{name:<10}{q.p50:>10.1f}{q.p95:>10.1f}{q.p99:>10.1f}{q.mean:>10.1f}{q.max:>10.1f}")
         for kind, metrics in sorted(self.by_kind.items()):
             ttft, itl = metrics["ttft_ms"], metrics["itl_ms"]
             rows.append(
-                f"  {kind}: {ttft.count} requests, TTFT p95 {ttft.p95:.1f} ms, ITL p95 {itl.p95:.1f} ms"
+                f"  {kind}: {ttft.count} requests, TTFT p95 {ttft.p95:.1f} ms, TBT p95 {itl.p95:.1f} ms"
             )
         rows.append(
             f"output {self.output_tokens} tokens ({self.output_tokens_per_s:.1f}/s); shared-prefix requests "

@@ -3,7 +3,7 @@
 Open loop: every request is sent at its scheduled time whatever the server does, and TTFT and
 end-to-end latency are measured from that scheduled time (so queueing inside the generator or the
 server counts against the server, never hides it). Requests stream (`stream: true` with
-`include_usage`); ITL is the gap between successive content chunks.
+`include_usage`); TBT is the gap between successive content chunks.
 """
 
 from __future__ import annotations

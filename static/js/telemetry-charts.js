@@ -17,15 +17,15 @@
 
   // Each chart: title, y unit, how a stored value becomes a plotted one, and its series.
   const CHARTS = [
-    { id: "hit", title: "Prefix-cache hit rate", unit: "%", k: 100, series: [
+    { id: "hit", title: "Prefix-cache hit rate per interval", unit: "%", k: 100, series: [
       Object.assign(total("hit_rate"), { label: "prefix cache" }),
       Object.assign(total("external_hit_rate"), { label: "connector (external)" })] },
     { id: "ttft", title: "Time to first token", unit: "ms", k: 1000, series: [
       Object.assign(total("ttft_p50"), { label: "p50" }), Object.assign(total("ttft_p95"), { label: "p95" }),
       Object.assign(total("ttft_p99"), { label: "p99" })] },
-    { id: "itl", title: "Inter-token latency", unit: "ms", k: 1000, series: [
-      Object.assign(total("itl_p50"), { label: "p50" }), Object.assign(total("itl_p95"), { label: "p95" }),
-      Object.assign(total("itl_p99"), { label: "p99" })] },
+    { id: "itl", title: "Time between tokens (TBT)", unit: "ms", k: 1000, series: [
+      Object.assign(total("tbt_p50"), { label: "p50" }), Object.assign(total("tbt_p95"), { label: "p95" }),
+      Object.assign(total("tbt_p99"), { label: "p99" })] },
     { id: "tps", title: "Throughput", unit: "tok/s", k: 1, series: [
       Object.assign(total("prompt_tps"), { label: "prompt" }), Object.assign(total("gen_tps"), { label: "generated" })] },
     { id: "queue", title: "Queue depth", unit: "requests", k: 1, series: [

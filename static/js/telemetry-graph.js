@@ -35,7 +35,7 @@
   // The label is the link's own KV transfer time: the exact mean of this interval's transfers (Δsum /
   // Δcount of the decode pod's connector histogram; "pod" when its links share it, as no connector
   // labels transfers by peer). A p95 interpolated inside a wide bucket reads the same for any series
-  // whose values share that bucket (it once matched the decode ITL p95 to the digit), so it is shown
+  // whose values share that bucket (it once matched the decode TBT p95 to the digit), so it is shown
   // in the table, not as the label. Without transfer metrics: the probe's answer time.
   function linkLabel(link) {
     const fmt = window.Tandem.telemetry.fmt, isNum = window.Tandem.telemetry.isNum;

@@ -47,14 +47,15 @@
     const t = snapshot.totals || {};
     const slo = snapshot.slo || {};
     const values = {
-      hit_rate: t.hit_rate, ttft_p95: t.ttft_p95, itl_p95: t.itl_p95,
+      // The tile reads the last 30 s (stable); the chart plots every interval.
+      hit_rate: T.isNum(t.hit_rate_30s) ? t.hit_rate_30s : t.hit_rate, ttft_p95: t.ttft_p95, tbt_p95: t.tbt_p95,
       tps: T.isNum(t.prompt_tps) || T.isNum(t.gen_tps) ? (t.prompt_tps || 0) + (t.gen_tps || 0) : null,
       waiting: t.waiting, kv_usage: t.kv_usage,
     };
     root.querySelectorAll("[data-kpi]").forEach(function (tile) {
       const key = tile.dataset.kpi;
       T.tween(tile.querySelector(".kpi"), values[key], tile.dataset.format);
-      const target = key === "ttft_p95" ? slo.ttft_ms : key === "itl_p95" ? slo.tbt_ms : null;
+      const target = key === "ttft_p95" ? slo.ttft_ms : key === "tbt_p95" ? slo.tbt_ms : null;
       const sub = tile.querySelector(".kpi-sub");
       if (sub && T.isNum(target)) {
         const over = T.isNum(values[key]) && values[key] * 1000 > target;
@@ -71,7 +72,7 @@
   // ---- per-pod table -------------------------------------------------------------------------
   const COLUMNS = [
     ["name", "text"], ["role", "text"], ["ready", "ready"], ["hit_rate", "percent"], ["ttft_p95", "seconds"],
-    ["itl_p95", "seconds"], ["prompt_tps", "rate"], ["gen_tps", "rate"], ["running", "count"],
+    ["tbt_p95", "seconds"], ["prompt_tps", "rate"], ["gen_tps", "rate"], ["running", "count"],
     ["waiting", "count"], ["kv_usage", "percent"], ["error_rate", "percent"],
   ];
   function sortValue(pod, key) {

@@ -1,4 +1,4 @@
-// Tandem overview: every topology's health, SLO, hit rate and TTFT p95, updated live from
+// Tandem overview: every topology's health, SLO, hit rate (30 s), TTFT and TBT p95, tokens/s, updated live from
 // /ws/overview/, problems sorted to the top. Rows are server-rendered; this only keeps them fresh.
 (function () {
   "use strict";
@@ -58,6 +58,8 @@
     badge(tr.querySelector('[data-cell="slo"]'), slo === "violated" ? "bad" : slo === "ok" ? "ok" : "unknown", slo);
     T.tween(tr.querySelector('[data-cell="hit_rate"]'), m.hit_rate, "percent");
     T.tween(tr.querySelector('[data-cell="ttft_p95"]'), m.ttft_p95, "seconds");
+    T.tween(tr.querySelector('[data-cell="tbt_p95"]'), m.tbt_p95, "seconds");
+    T.tween(tr.querySelector('[data-cell="gen_tps"]'), m.gen_tps, "rate");
     // Every summary (opening and live) carries the pod and link counts.
     if (T.isNum(m.pods) && T.isNum(m.ready)) { tr.querySelector('[data-cell="pods"]').textContent = m.ready + " / " + m.pods; }
     if (T.isNum(m.links_down)) { tr.querySelector('[data-cell="links_down"]').textContent = String(m.links_down); }

@@ -60,7 +60,7 @@ class HistoryQuerySerializer(serializers.Serializer):
         bad = [name for name in names if not is_valid_series_name(name)]
         if bad:
             raise serializers.ValidationError(
-                f"unknown series {', '.join(bad)}; names look like topology.hit_rate, role.decode.itl_p95, "
+                f"unknown series {', '.join(bad)}; names look like topology.hit_rate, role.decode.tbt_p95, "
                 "pod.<pod>.waiting or link.<prefill>.<decode>.xfer_p95_ms"
             )
         return list(dict.fromkeys(names))
@@ -122,8 +122,100 @@ LINKS_HELP = " ".join(
 )
 
 
+UNITS: dict[str, str] = {
+    "hit_rate": "Prefix-cache hit rate of this interval: Δhits / Δqueries in tokens, 0..1 (MindIE and "
+    "SGLang: their hit-rate gauge). Charts plot it; pages show totals.hit_rate_30s.",
+    "external_hit_rate": "Hit rate of the KV connector's external cache (LMCache, Mooncake store), 0..1.",
+    "ttft_p50": "Time to first token, p50, SECONDS.",
+    "ttft_p95": "Time to first token, p95, SECONDS.",
+    "ttft_p99": "Time to first token, p99, SECONDS.",
+    "tbt_p50": "Time between tokens (TBT; engines export it as inter-token latency), p50, SECONDS.",
+    "tbt_p95": "Time between tokens, p95, SECONDS.",
+    "tbt_p99": "Time between tokens, p99, SECONDS.",
+    "prompt_tps": "Prompt tokens processed per second.",
+    "gen_tps": "Generated (output) tokens per second.",
+    "running": "Requests in the running batch (count).",
+    "waiting": "Requests queued (count).",
+    "kv_usage": "KV-cache usage, 0..1 (mean over pods).",
+    "requests_ps": "Finished requests per second.",
+    "success_rate": "Successful / finished requests, 0..1.",
+    "error_rate": "Failed or aborted / finished requests, 0..1.",
+}
+
+
+class MetricsSerializer(serializers.Serializer):
+    """Derived values of one interval; null = no data (never zero). Quantiles in seconds."""
+
+    hit_rate = serializers.FloatField(allow_null=True, help_text=UNITS["hit_rate"])
+    external_hit_rate = serializers.FloatField(allow_null=True, help_text=UNITS["external_hit_rate"])
+    ttft_p50 = serializers.FloatField(allow_null=True, help_text=UNITS["ttft_p50"])
+    ttft_p95 = serializers.FloatField(allow_null=True, help_text=UNITS["ttft_p95"])
+    ttft_p99 = serializers.FloatField(allow_null=True, help_text=UNITS["ttft_p99"])
+    tbt_p50 = serializers.FloatField(allow_null=True, help_text=UNITS["tbt_p50"])
+    tbt_p95 = serializers.FloatField(allow_null=True, help_text=UNITS["tbt_p95"])
+    tbt_p99 = serializers.FloatField(allow_null=True, help_text=UNITS["tbt_p99"])
+    prompt_tps = serializers.FloatField(allow_null=True, help_text=UNITS["prompt_tps"])
+    gen_tps = serializers.FloatField(allow_null=True, help_text=UNITS["gen_tps"])
+    running = serializers.FloatField(allow_null=True, help_text=UNITS["running"])
+    waiting = serializers.FloatField(allow_null=True, help_text=UNITS["waiting"])
+    kv_usage = serializers.FloatField(allow_null=True, help_text=UNITS["kv_usage"])
+    requests_ps = serializers.FloatField(allow_null=True, help_text=UNITS["requests_ps"])
+    success_rate = serializers.FloatField(allow_null=True, help_text=UNITS["success_rate"])
+    error_rate = serializers.FloatField(allow_null=True, help_text=UNITS["error_rate"])
+
+
+class RoleSampleSerializer(MetricsSerializer):
+    pods = serializers.IntegerField()
+    ready = serializers.IntegerField()
+
+
+class TotalsSerializer(RoleSampleSerializer):
+    hit_rate_30s = serializers.FloatField(
+        allow_null=True,
+        required=False,
+        help_text="Prefix-cache hit rate over the last 30 s (Σ Δhits / Σ Δqueries), 0..1: stable from one "
+        "update to the next; the figure pages show.",
+    )
+    links_up = serializers.IntegerField()
+    links_degraded = serializers.IntegerField()
+    links_unknown = serializers.IntegerField()
+    links_down = serializers.IntegerField()
+
+
+class PodSampleSerializer(MetricsSerializer):
+    name = serializers.CharField()
+    role = serializers.CharField(help_text="prefill | decode | both | router")
+    ip = serializers.CharField(allow_blank=True)
+    ready = serializers.BooleanField()
+    phase = serializers.CharField(allow_blank=True, help_text="Kubernetes pod phase.")
+    engine = serializers.CharField(help_text="vllm | sglang | mindie | unknown")
+    stale = serializers.BooleanField(help_text="Not scraped in this interval.")
+    error = serializers.CharField(allow_null=True, help_text="Why the scrape failed, in words.")
+    restarted = serializers.BooleanField(help_text="A counter went down: the engine restarted.")
+
+
+class SloSerializer(serializers.Serializer):
+    ttft_ms = serializers.FloatField(
+        allow_null=True, help_text="TTFT p95 target, MILLISECONDS (the topology's)."
+    )
+    tbt_ms = serializers.FloatField(
+        allow_null=True, help_text="TBT p95 target, MILLISECONDS (the topology's)."
+    )
+    ttft_p95_ms = serializers.FloatField(
+        allow_null=True,
+        help_text="Observed TTFT p95 compared with the target: totals.ttft_p95 in MILLISECONDS.",
+    )
+    tbt_p95_ms = serializers.FloatField(
+        allow_null=True,
+        help_text="Observed TBT p95 compared with the target: totals.tbt_p95 in MILLISECONDS.",
+    )
+    state = serializers.ChoiceField(choices=["ok", "violated", "unknown"])
+
+
 class SnapshotSerializer(serializers.Serializer):
-    """The TopologySnapshot of telemetry.snapshot (units documented there)."""
+    """The TopologySnapshot of telemetry.snapshot. Units: every field says its own; measured latency
+    quantiles are seconds (as engines export them), fields ending in _ms are milliseconds (SLO targets
+    and the values compared with them, KV transfer times)."""
 
     topology_id = serializers.IntegerField()
     ts = serializers.FloatField(help_text="Collection time, unix seconds.")
@@ -131,10 +223,12 @@ class SnapshotSerializer(serializers.Serializer):
     health = serializers.DictField(
         help_text="{state: healthy|degraded|down|stale|unknown, reasons: [sentence]}"
     )
-    slo = serializers.DictField(help_text="{ttft_ms, tbt_ms (targets), ttft_p95_ms, tbt_p95_ms, state}")
-    totals = serializers.DictField(help_text="Topology-wide derived values (quantiles in seconds).")
-    roles = serializers.DictField(help_text="prefill / decode: the same values per role.")
-    pods = serializers.ListField(child=serializers.DictField(), help_text="One entry per pod.")
+    slo = SloSerializer()
+    totals = TotalsSerializer(help_text="Topology-wide derived values.")
+    roles = serializers.DictField(
+        child=RoleSampleSerializer(), help_text="prefill / decode: the same values per role."
+    )
+    pods = PodSampleSerializer(many=True, help_text="One entry per pod.")
     links = serializers.ListField(
         child=serializers.DictField(),
         help_text=LINKS_HELP,

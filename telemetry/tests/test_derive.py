@@ -183,3 +183,34 @@ def test_topology_takes_hit_rate_from_prefill_and_latency_from_decode():
     assert totals["hit_rate"] == pytest.approx(900 / 1000)
     assert 0.25 < totals["ttft_p50"] <= 0.5
     assert totals["waiting"] == 2  # queues add up over every pod
+
+
+def test_the_30_second_hit_rate_is_stable_where_the_interval_value_swings():
+    from telemetry.derive import Window, hit_rate_window
+
+    def prefill(hits: float, queries: float) -> dict[str, Window]:
+        return {"prefill": Window(deltas={"prefix_hits": hits, "prefix_queries": queries}, has_deltas=True, pods=1)}
+
+    kept: list[list[float]] = []
+    shown = []
+    # Alternating intervals of 33 % and 95 % (few requests finish per interval).
+    for k in range(20):
+        hits, queries = (33.0, 100.0) if k % 2 else (95.0, 100.0)
+        kept, value = hit_rate_window(kept, prefill(hits, queries), ts=1000.0 + 2 * k)
+        shown.append(value)
+    assert all(t - 1000.0 > 38 - 30 for t, *_ in kept) and len(kept) == 15  # 30 s of 2-s intervals
+    assert 0.60 <= min(shown[-5:]) <= max(shown[-5:]) <= 0.67  # not 33 % then 95 %
+    # A real change still shows within the window.
+    for k in range(20, 36):
+        kept, value = hit_rate_window(kept, prefill(0.0, 100.0), ts=1000.0 + 2 * k)
+    assert value == 0.0
+
+
+def test_the_30_second_hit_rate_reads_a_gauge_engine_and_is_none_without_lookups():
+    from telemetry.derive import Window, hit_rate_window
+
+    gauge = {"prefill": Window(gauges={"hit_rate": [0.5, 0.7]}, pods=2)}
+    kept, value = hit_rate_window([], gauge, ts=10.0)
+    assert value == pytest.approx(0.6)
+    kept, value = hit_rate_window([], {"decode": Window(pods=1)}, ts=10.0)
+    assert (kept, value) == ([], None)

@@ -78,7 +78,7 @@ def test_nixl_link_is_up_from_the_probe_and_shows_the_connectors_own_transfer_ti
     assert {s["kind"] for s in sample["sources"]} == {"probe", "metrics"}
     assert sample["observed_at"] == NOW  # the freshest source: this interval's scrape
     assert sample["transfers"] == 8 and sample["probe_ms"] == 12.0
-    # the label's series is vllm:nixl_xfer_time_seconds (all in the 5-10 ms bucket), not the decode ITL
+    # the label's series is vllm:nixl_xfer_time_seconds (all in the 5-10 ms bucket), not the decode TBT
     assert 5.0 < sample["xfer_p95_ms"] <= 10.0
     assert 750 < 1000 * quantile(window.hists["itl"], 0.95) <= 1000
     assert sample["shared"] is False and sample["blind"] == list(NIXL.blind)
@@ -223,7 +223,7 @@ def test_an_empty_window_is_no_evidence():
 
 def test_the_label_is_the_links_own_mean_transfer_time_even_when_buckets_make_p95s_coincide():
     """Issue 12: transfers of ~14 ms and an ITL of ~12 ms both land in the (10, 25] ms bucket, so both
-    interpolated p95s read 24.25 ms — the link looked like it showed the decode ITL p95. The link's
+    interpolated p95s read 24.25 ms — the link looked like it showed the decode TBT p95. The link's
     mean (Δsum / Δcount of its own vllm:nixl_xfer_time_seconds) is exact and is what the label shows."""
 
     def text(n: int, xfer_sum: float, itl_sum: float) -> str:
