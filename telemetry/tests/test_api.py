@@ -1,5 +1,3 @@
-
-
 def test_the_snapshot_schema_documents_every_derived_value_with_its_unit():
     from telemetry.api.serializers import UNITS, MetricsSerializer, TotalsSerializer
     from telemetry.snapshot import METRIC_FIELDS, Totals

@@ -189,7 +189,11 @@ def test_the_30_second_hit_rate_is_stable_where_the_interval_value_swings():
     from telemetry.derive import Window, hit_rate_window
 
     def prefill(hits: float, queries: float) -> dict[str, Window]:
-        return {"prefill": Window(deltas={"prefix_hits": hits, "prefix_queries": queries}, has_deltas=True, pods=1)}
+        return {
+            "prefill": Window(
+                deltas={"prefix_hits": hits, "prefix_queries": queries}, has_deltas=True, pods=1
+            )
+        }
 
     kept: list[list[float]] = []
     shown = []
