@@ -171,7 +171,14 @@ def test_overview_puts_problems_first_and_resorts_on_live_updates(
         assert rows(page) == [str(beta.pk), str(alpha.pk)]
         assert page.inner_text("[data-problem-count]") == "1"
         page.wait_for_function("() => document.querySelector('[data-live-text]').textContent === 'Live'")
-        summary = {"kind": "overview", "slo": {"state": "violated"}, "hit_rate": 0.9, "ttft_p95": 1.5}
+        summary = {
+            "kind": "overview",
+            "slo": {"state": "violated"},
+            "hit_rate": 0.9,
+            "ttft_p95": 1.5,
+            "tbt_p95": 0.0312,
+            "gen_tps": 1234.4,
+        }
         push(
             overview_group(),
             {**summary, "topology_id": beta.pk, "health": {"state": "healthy", "reasons": []}},
@@ -202,6 +209,15 @@ def test_overview_puts_problems_first_and_resorts_on_live_updates(
         # The live summary carries the counts, so they move without a reload.
         assert page.inner_text(f'tr[data-topology-id="{alpha.pk}"] [data-cell=pods]') == "3 / 4"
         assert page.inner_text(f'tr[data-topology-id="{alpha.pk}"] [data-cell=links_down]') == "2"
+        # TBT p95 and output tokens/s sit beside TTFT and move live too.
+        page.wait_for_function(
+            '(id) => document.querySelector(`tr[data-topology-id="${id}"] [data-cell=gen_tps]`)'
+            ".textContent === '1,234 tok/s'",
+            arg=alpha.pk,
+        )
+        assert page.inner_text(f'tr[data-topology-id="{alpha.pk}"] [data-cell=tbt_p95]') == "31.2 ms"
+        headers = page.inner_text("#overview-table thead")
+        assert "Hit rate (30 s)" in headers and "TBT p95" in headers and "Output tok/s" in headers
 
 
 def test_topology_panel_sorts_pods_colours_links_and_marks_deployments(
