@@ -13,9 +13,11 @@ from what can see it:
 Rules (``link_state``):
 
 - **down** — the probe's KV transfer failed (its decode answer failed, never came, or a connector line
-  names the probe's request), or a log line names this pair's link or transfer as failed.
-- **degraded** — the decode pod's connector counted failed transfers in this interval that no line ties
-  to another pair, or its transfer-time p95 is above the slow threshold.
+  names the probe's request), or a log line names this pair's link or transfer as failed, or the
+  decode pod has this one link only and its connector counted failed transfers while none (and no
+  probe) got through in the interval (one peer: its link).
+- **degraded** — the decode pod (with several links) counted failed transfers in this interval that no
+  line ties to another pair, or its transfer-time p95 is above the slow threshold.
 - **unknown** — nothing that can see this pair said anything in this interval (no probe possible, no
   connector metrics, no log lines); the link's ``blind`` list says what its engine cannot show.
 - **up** — otherwise.
@@ -23,6 +25,7 @@ Rules (``link_state``):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from telemetry.derive import Window, quantile, significant
@@ -230,11 +233,22 @@ def pair_link(
         sources.append(
             _source(kind="log", detail=f"{unattributed[0]['pod']}: {unattributed[0]['line']}", ts=now)
         )
+    # A decode pod with one link has one peer: what its connector failed, it failed on this link; with
+    # no transfer (and no probe) getting through in the interval, the link is down, not degraded.
+    probe_through = fresh_probe and probe is not None and probe["ok"]
+    only_link = links_of_decode == 1 and pod_failures > 0 and transfers == 0 and not probe_through
     state = link_state(
-        probe_failed=probe_failed, pair_failures=len(mine), pod_failures=pod_failures, p95_ms=p95,
-        slow_ms=slow_ms, seen=seen,
+        probe_failed=probe_failed, pair_failures=len(mine) + (int(math.ceil(pod_failures)) if only_link else 0),
+        pod_failures=0.0 if only_link else pod_failures, p95_ms=p95, slow_ms=slow_ms, seen=seen,
     )  # fmt: skip
     shared = links_of_decode > 1 and view.metrics is not None
+    if only_link and not mine and not probe_failed:
+        where = "its connector metrics" if pod_failed else "its log"
+        reasons.insert(
+            0,
+            f"{pair.decode} counted {pod_failures:.0f} failed KV transfers in the last {interval_s:g} s in "
+            f"{where}, and {pair.prefill} is its only prefill peer: KV transfers over this link fail",
+        )
     if state == "degraded" and not reasons:
         window_text = f"in the last {interval_s:g} s"
         if pod_failures > 0:

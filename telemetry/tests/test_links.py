@@ -104,11 +104,25 @@ def test_nixl_failure_line_naming_the_probes_request_takes_exactly_that_link_dow
 
 
 def test_connector_failures_no_line_ties_to_a_pair_degrade_every_link_of_the_decode_pod():
-    sample = link(NIXL, window=nixl_window(transfers=5, failed=2), probe=probe_result(P, D, ts=NOW))
+    sample = link(
+        NIXL, window=nixl_window(transfers=5, failed=2), probe=probe_result(P, D, ts=NOW), links_of_decode=2
+    )
     assert sample["state"] == "degraded" and sample["failed"] == 2
     assert sample["reason"].startswith(
         "decode-0 counted 2 failed KV transfers in the last 2 s in its connector"
     )
+
+
+def test_a_decode_pod_with_one_link_whose_transfers_all_fail_has_that_link_down():
+    """No peer label, but one peer: with nothing getting through (no transfer, no probe — the
+    Prometheus source probes nothing), the connector's failures are this link's."""
+    sample = link(NIXL, window=nixl_window(transfers=0, failed=3))
+    assert sample["state"] == "down" and sample["failed"] == 3
+    assert "prefill-0 is its only prefill peer" in sample["reason"]
+    # Some transfers got through: failing in part, degraded.
+    assert link(NIXL, window=nixl_window(transfers=5, failed=2))["state"] == "degraded"
+    # Several links: which one failed is unknown, so every one is degraded.
+    assert link(NIXL, window=nixl_window(transfers=0, failed=3), links_of_decode=2)["state"] == "degraded"
 
 
 def test_slow_transfers_degrade_the_link():
