@@ -237,8 +237,9 @@ def pair_link(
     # no transfer (and no probe) getting through in the interval, the link is down, not degraded.
     probe_through = fresh_probe and probe is not None and probe["ok"]
     only_link = links_of_decode == 1 and pod_failures > 0 and transfers == 0 and not probe_through
+    pair_failures = len(mine) + (math.ceil(pod_failures) if only_link else 0)
     state = link_state(
-        probe_failed=probe_failed, pair_failures=len(mine) + (int(math.ceil(pod_failures)) if only_link else 0),
+        probe_failed=probe_failed, pair_failures=pair_failures,
         pod_failures=0.0 if only_link else pod_failures, p95_ms=p95, slow_ms=slow_ms, seen=seen,
     )  # fmt: skip
     shared = links_of_decode > 1 and view.metrics is not None
