@@ -245,7 +245,7 @@ def gateway_series(
         topology_ids = [topology_id]
     else:
         topology_ids = list(
-            records.exclude(topology_id=None).order_by().values_list("topology_id", flat=True).distinct()
+            records.filter(topology__isnull=False).order_by().values_list("topology_id", flat=True).distinct()
         )
     changes = BreakerEvent.objects.filter(
         topology_id__in=topology_ids, created__gte=since, created__lt=until

@@ -46,6 +46,7 @@ MAX_BUCKETS = 2000
 QUANTILES: tuple[float, float] = (0.5, 0.95)
 # The windows the charts offer (seconds, label).
 CHART_WINDOWS: tuple[tuple[int, str], ...] = (
+    (300, "5 min"),
     (900, "15 min"),
     (3600, "1 h"),
     (6 * 3600, "6 h"),
@@ -113,41 +114,45 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+class _Bucket:
+    __slots__ = ("counts", "latency", "ttft")
+
+    def __init__(self) -> None:
+        self.counts = [0, 0, 0, 0, 0]  # cluster, fallback, none, errors, refused
+        self.ttft: list[float] = []
+        self.latency: list[float] = []
+
+
 def aggregate(
     records: Iterable[tuple[datetime, str, int, float | None, float]], *, first: float, step: int
 ) -> list[BucketRow]:
     """Per-bucket rows from (created, backend, status, ttft_ms, latency_ms): the SQL's work, in Python."""
-    buckets: dict[int, dict[str, list[float] | list[int]]] = {}
+    buckets: dict[int, _Bucket] = {}
     for created, backend, status, ttft, latency in records:
-        index = int((created.timestamp() - first) // step)
-        b = buckets.setdefault(index, {"n": [0, 0, 0, 0, 0], "ttft": [], "latency": []})
-        counts = b["n"]
-        counts[0 if backend == "cluster" else 1 if backend == "fallback" else 2] += 1
+        b = buckets.setdefault(int((created.timestamp() - first) // step), _Bucket())
+        b.counts[0 if backend == "cluster" else 1 if backend == "fallback" else 2] += 1
         if status >= 500:
-            counts[3] += 1
+            b.counts[3] += 1
         elif status >= 400:
-            counts[4] += 1
+            b.counts[4] += 1
         else:
             if ttft is not None:
-                b["ttft"].append(ttft)  # type: ignore[arg-type]
-            b["latency"].append(latency)  # type: ignore[arg-type]
-    rows = []
-    for index in sorted(buckets):
-        b = buckets[index]
-        n = [int(v) for v in b["n"]]
-        rows.append(
-            BucketRow(
-                index=index,
-                cluster=n[0],
-                fallback=n[1],
-                none=n[2],
-                errors=n[3],
-                refused=n[4],
-                ttft=(percentile(b["ttft"], QUANTILES[0]), percentile(b["ttft"], QUANTILES[1])),
-                latency=(percentile(b["latency"], QUANTILES[0]), percentile(b["latency"], QUANTILES[1])),
-            )
+                b.ttft.append(ttft)
+            b.latency.append(latency)
+    low, high = QUANTILES
+    return [
+        BucketRow(
+            index=index,
+            cluster=b.counts[0],
+            fallback=b.counts[1],
+            none=b.counts[2],
+            errors=b.counts[3],
+            refused=b.counts[4],
+            ttft=(percentile(b.ttft, low), percentile(b.ttft, high)),
+            latency=(percentile(b.latency, low), percentile(b.latency, high)),
         )
-    return rows
+        for index, b in sorted(buckets.items())
+    ]
 
 
 def build(rows: Iterable[BucketRow], *, first: float, end: float, step: int) -> GatewaySeries:

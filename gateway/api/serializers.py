@@ -178,7 +178,7 @@ class GatewayTotalsSerializer(serializers.Serializer[dict[str, Any]]):
     cluster = serializers.FloatField(help_text="Served by the cluster.")
     fallback = serializers.FloatField(help_text="Served by the fallback upstream.")
     refused = serializers.FloatField(help_text="Answered with a 4xx (key, limit, quota, model).")
-    errors = serializers.FloatField(help_text="Answered with a 5xx.")
+    errors = serializers.FloatField(help_text="Answered with a 5xx.")  # type: ignore[assignment]
     error_share = serializers.FloatField(
         allow_null=True, help_text="errors / requests; null without requests."
     )

@@ -22,6 +22,7 @@ def _row(index: int, cluster: int = 0, fallback: int = 0, none: int = 0, **kwarg
 
 
 def test_auto_step_gives_about_120_round_buckets():
+    assert series.auto_step(300) == 5
     assert series.auto_step(900) == 10
     assert series.auto_step(3600) == 30
     assert series.auto_step(6 * 3600) == 300

@@ -33,6 +33,18 @@
     return parts.join(" · ");
   }
 
+  // Buckets before the window's first request are left out of the drawing, so a window longer than
+  // the traffic does not squeeze every line against the right edge (the axis still shows a minute).
+  function withoutLeadingQuiet(body) {
+    const rps = ["rps.cluster", "rps.fallback", "rps.none"];
+    const n = (body.timestamps || []).length;
+    let first = 0;
+    while (first < n && rps.every(function (name) { return !body.series[name][first]; })) { first += 1; }
+    const series = {};
+    Object.keys(body.series).forEach(function (name) { series[name] = body.series[name].slice(first); });
+    return Object.assign({}, body, { timestamps: body.timestamps.slice(first), series: series });
+  }
+
   function init(root) {
     const store = new window.Tandem.telemetryCharts.Store();
     let windowSeconds = parseInt(root.dataset.window, 10) || 3600;
@@ -51,7 +63,7 @@
           if (!body) { return; }
           store.points = {};
           store.markers = {};
-          store.addHistory(body);
+          store.addHistory(withoutLeadingQuiet(body));
           root.dataset.requests = String(body.totals.requests || 0);
           root.dataset.loadedAt = String(end);
           root.querySelector("[data-gw-summary]").textContent = summary(body.totals);
