@@ -2,6 +2,30 @@
 
 from django.db import migrations, models
 
+# On PostgreSQL both window indexes also carry the columns the charts aggregate, so the chart query is
+# an index-only scan (no heap page per record). Same names as the AddIndex: Django's state is unchanged.
+COVERED = "backend, status, ttft_ms, latency_ms"
+WINDOW_INDEXES = (
+    ("gateway_gat_topolog_8c71bc_idx", "topology_id, created DESC"),
+    ("gateway_gat_key_id_a8fcdb_idx", "key_id, created"),
+)
+
+
+def _rebuild(schema_editor, include):
+    if schema_editor.connection.vendor != "postgresql":
+        return
+    for name, columns in WINDOW_INDEXES:
+        schema_editor.execute(f"DROP INDEX IF EXISTS {name}")
+        schema_editor.execute(f"CREATE INDEX {name} ON gateway_gatewayrequest ({columns}){include}")
+
+
+def cover(apps, schema_editor):
+    _rebuild(schema_editor, f" INCLUDE ({COVERED})")
+
+
+def uncover(apps, schema_editor):
+    _rebuild(schema_editor, "")
+
 
 class Migration(migrations.Migration):
 
@@ -20,4 +44,5 @@ class Migration(migrations.Migration):
             model_name='gatewayrequest',
             index=models.Index(fields=['key_id', 'created'], name='gateway_gat_key_id_a8fcdb_idx'),
         ),
+        migrations.RunPython(cover, uncover),
     ]

@@ -1,7 +1,7 @@
 // Gateway traffic charts (topology page and key page): requests/s by backend, error share, TTFT and
 // latency p50/p95 from the gateway's per-request records, with fallback runs and circuit-breaker
 // changes marked on the time axis. Drawn by the telemetry panel's chart code (telemetry-charts.js)
-// from GET .../gateway-series/, re-read every 10 s and when the breaker changes.
+// from GET .../gateway-series/, re-read every bucket width (10-60 s) and when the breaker changes.
 (function () {
   "use strict";
   const FALLBACK = "#a23b72";
@@ -19,7 +19,9 @@
       { name: "latency.p50", label: "p50", stroke: "#2f5bd3" }, { name: "latency.p95", label: "p95", stroke: "#0f7b8a" }] },
   ];
   const MARKERS = { fallback: FALLBACK, breaker_open: "#c62828", breaker_half_open: "#b26a00", breaker_closed: "#1f8a4c" };
-  const REFRESH_MS = 10000;
+  // Re-read every bucket width, between 10 s and 60 s: a 24-hour window (15-minute buckets) costs the
+  // database a few seconds per read over millions of records, and gains nothing from faster polling.
+  function refreshMs(step) { return Math.min(60, Math.max(10, step || 10)) * 1000; }
 
   function percent(v) { return (v * 100).toFixed(v >= 0.1 || v === 0 ? 0 : 1) + " %"; }
 
@@ -49,17 +51,25 @@
     const store = new window.Tandem.telemetryCharts.Store();
     let windowSeconds = parseInt(root.dataset.window, 10) || 3600;
     let charts = null;
-    let inflight = false;
+    let seq = 0;  // a window picked while a read is under way wins over that read
+    let step = 0;
+    let timer = null;
+
+    function later() {
+      window.clearTimeout(timer);
+      timer = window.setTimeout(function () { if (document.hidden) { later(); } else { load(); } }, refreshMs(step));
+    }
 
     function load() {
-      if (inflight) { return; }
-      inflight = true;
+      const mine = ++seq;
       const end = Date.now() / 1000;
       const url = root.dataset.seriesUrl + "?start=" + (end - windowSeconds).toFixed(3) + "&end=" + end.toFixed(3);
       window.fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (r) { return r.ok ? r.json() : null; })
         .then(function (body) {
-          inflight = false;
+          if (mine !== seq) { return; }
+          if (body) { step = body.step; }
+          later();
           if (!body) { return; }
           store.points = {};
           store.markers = {};
@@ -69,7 +79,7 @@
           root.querySelector("[data-gw-summary]").textContent = summary(body.totals);
           charts.update(windowSeconds);
         })
-        .catch(function () { inflight = false; });
+        .catch(function () { if (mine === seq) { later(); } });
     }
 
     root.querySelectorAll("[data-window]").forEach(function (button) {
@@ -83,7 +93,6 @@
       { charts: CHARTS, markerColors: MARKERS });
     window.addEventListener("resize", function () { charts.resize(); });
     document.addEventListener("gateway:changed", load);
-    window.setInterval(function () { if (!document.hidden) { load(); } }, REFRESH_MS);
     load();
   }
 
