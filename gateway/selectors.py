@@ -3,9 +3,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from django.urls import reverse
 
 from gateway.models import BreakerEvent, GatewayRequest, ProbeRun, Route
 from gateway.routes import Fallback, RouteEntry
+from gateway.series import CHART_WINDOWS, GatewaySeries
 
 
 def route_entries() -> list[RouteEntry]:
@@ -88,6 +90,8 @@ def topology_gateway_context(topology: Any, request: Any = None) -> dict[str, An
         "runs": runs,
         "probe_kinds": KINDS,
         "can_operate": bool(user is not None and user.is_authenticated and user.has_role("operator")),
+        "series_url": reverse("api:topology-gateway-series", kwargs={"pk": topology.pk}),
+        "chart_windows": CHART_WINDOWS,
     }
 
 
@@ -156,3 +160,101 @@ def recent_outcomes(*, topology_id: int, since: Any) -> tuple[int, int, int]:
         ),
     )
     return int(counts["total"]), int(counts["failed"]), int(counts["fallback"])
+
+
+_SERIES_SQL = """
+SELECT floor((extract(epoch FROM created) - %(first)s) / %(step)s)::int AS bucket,
+       count(*) FILTER (WHERE backend = 'cluster'),
+       count(*) FILTER (WHERE backend = 'fallback'),
+       count(*) FILTER (WHERE backend NOT IN ('cluster', 'fallback')),
+       count(*) FILTER (WHERE status >= 500),
+       count(*) FILTER (WHERE status >= 400 AND status < 500),
+       percentile_cont(ARRAY[%(q1)s, %(q2)s]::float8[]) WITHIN GROUP (ORDER BY ttft_ms)
+           FILTER (WHERE status < 400),
+       percentile_cont(ARRAY[%(q1)s, %(q2)s]::float8[]) WITHIN GROUP (ORDER BY latency_ms)
+           FILTER (WHERE status < 400)
+FROM {table}
+WHERE {column} = %(owner)s AND created >= %(since)s AND created < %(until)s
+GROUP BY 1
+ORDER BY 1
+"""
+
+
+def _pair(values: Any) -> tuple[float | None, float | None]:
+    if not values:
+        return (None, None)
+    return (values[0], values[1])
+
+
+def gateway_series(
+    *, start: float, end: float, step: int, topology_id: int | None = None, key_id: str | None = None
+) -> GatewaySeries:
+    """The gateway's records of one topology (or one key) in ``[start, end)``, in step-aligned buckets.
+
+    One grouped query over the ``(topology, created)`` or ``(key_id, created)`` index; on PostgreSQL
+    the quantiles are ``percentile_cont`` in the same query, elsewhere the rows are aggregated here.
+    """
+    import uuid
+    from datetime import UTC, datetime
+
+    from django.db import connection
+
+    from gateway import series
+
+    if (topology_id is None) == (key_id is None):
+        raise ValueError("give exactly one of topology_id and key_id")
+    first = series.first_bucket(start, step)
+    since = datetime.fromtimestamp(first, tz=UTC)
+    until = datetime.fromtimestamp(end, tz=UTC)
+    owner: dict[str, Any] = {"topology_id": topology_id} if topology_id is not None else {"key_id": key_id}
+    records = GatewayRequest.objects.filter(created__gte=since, created__lt=until, **owner)
+    rows: list[series.BucketRow]
+    if connection.vendor == "postgresql":
+        meta = GatewayRequest._meta
+        column = "topology_id" if topology_id is not None else "key_id"
+        sql = _SERIES_SQL.format(table=connection.ops.quote_name(meta.db_table), column=column)
+        params = {
+            "first": first,
+            "step": step,
+            "q1": series.QUANTILES[0],
+            "q2": series.QUANTILES[1],
+            "owner": topology_id if topology_id is not None else uuid.UUID(str(key_id)),
+            "since": since,
+            "until": until,
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = [
+                series.BucketRow(
+                    index=row[0],
+                    cluster=row[1],
+                    fallback=row[2],
+                    none=row[3],
+                    errors=row[4],
+                    refused=row[5],
+                    ttft=_pair(row[6]),
+                    latency=_pair(row[7]),
+                )
+                for row in cursor.fetchall()
+            ]
+    else:
+        values = records.values_list("created", "backend", "status", "ttft_ms", "latency_ms")
+        rows = series.aggregate(values.iterator(chunk_size=5000), first=first, step=step)
+    result = series.build(rows, first=first, end=end, step=step)
+    if topology_id is not None:
+        topology_ids = [topology_id]
+    else:
+        topology_ids = list(
+            records.filter(topology__isnull=False).order_by().values_list("topology_id", flat=True).distinct()
+        )
+    changes = BreakerEvent.objects.filter(
+        topology_id__in=topology_ids, created__gte=since, created__lt=until
+    ).order_by("created")[:200]
+    result["events"] = sorted(
+        [
+            *result["events"],
+            *(series.breaker_marker(e.created.timestamp(), e.state, e.reason) for e in changes),
+        ],
+        key=lambda m: m["ts"],
+    )
+    return result

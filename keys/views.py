@@ -9,10 +9,12 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
+from gateway.series import CHART_WINDOWS
 from keys import selectors, services
 from keys.display import KeyRow, hour_starts, hourly_series, key_row
 from keys.filtersets import ApiKeyFilterSet
@@ -121,6 +123,9 @@ def key_detail(request: HttpRequest, pk: Any) -> HttpResponse:
                 },
             },
             "limits": [(field.replace("_", " "), getattr(key, field)) for field in LIMIT_FIELDS],
+            "series_url": reverse("api:key-gateway-series", kwargs={"pk": key.pk}),
+            "chart_windows": CHART_WINDOWS,
+            "charts_title": "Requests with this key through the gateway",
         },
     )
 

@@ -5,6 +5,9 @@ from typing import Any
 from rest_framework import serializers
 
 from gateway.models import BreakerEvent, GatewayRequest, ProbeRun, Route
+from telemetry.api.serializers import TimeField
+
+SERIES_MAX_WINDOW_S = 31 * 24 * 3600
 
 
 class RouteSerializer(serializers.ModelSerializer[Route]):
@@ -127,3 +130,70 @@ class VerifyRequestSerializer(serializers.Serializer[dict[str, Any]]):
         required=False,
         help_text="prefix_words, prefix_requests, prefix_margin, concurrency_clients, concurrency_seconds",
     )
+
+
+class GatewaySeriesQuerySerializer(serializers.Serializer[dict[str, Any]]):
+    start = TimeField(required=False, help_text="Window start; default end minus 1 hour.")
+    end = TimeField(required=False, help_text="Window end; default now.")
+    step = serializers.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=86400,
+        help_text="Bucket width in seconds, aligned to multiples of it. Default: about 120 buckets.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        import time
+
+        from gateway import series
+
+        end = attrs.get("end", time.time())
+        start = attrs.get("start", end - 3600)
+        if start >= end:
+            raise serializers.ValidationError(
+                {"start": ["start must be before end; swap them or move start back"]}
+            )
+        if end - start > SERIES_MAX_WINDOW_S:
+            raise serializers.ValidationError({"start": ["the window is longer than 31 days; shorten it"]})
+        step = attrs.get("step") or series.auto_step(end - start)
+        if (end - start) / step > series.MAX_BUCKETS:
+            least = int((end - start) / series.MAX_BUCKETS) + 1
+            message = f"{step} s gives more than {series.MAX_BUCKETS} buckets; use step ≥ {least}"
+            raise serializers.ValidationError({"step": [message]})
+        return {"start": start, "end": end, "step": step}
+
+
+class GatewayMarkerSerializer(serializers.Serializer[dict[str, Any]]):
+    ts = serializers.FloatField(help_text="Unix seconds.")
+    kind = serializers.ChoiceField(
+        choices=["fallback", "breaker_open", "breaker_half_open", "breaker_closed"],
+        help_text="fallback: the first bucket of a run served (partly) by the fallback; breaker_*: a "
+        "change of the circuit breaker.",
+    )
+    text = serializers.CharField()
+
+
+class GatewayTotalsSerializer(serializers.Serializer[dict[str, Any]]):
+    requests = serializers.FloatField()
+    cluster = serializers.FloatField(help_text="Served by the cluster.")
+    fallback = serializers.FloatField(help_text="Served by the fallback upstream.")
+    refused = serializers.FloatField(help_text="Answered with a 4xx (key, limit, quota, model).")
+    errors = serializers.FloatField(help_text="Answered with a 5xx.")  # type: ignore[assignment]
+    error_share = serializers.FloatField(
+        allow_null=True, help_text="errors / requests; null without requests."
+    )
+
+
+class GatewaySeriesSerializer(serializers.Serializer[dict[str, Any]]):
+    start = serializers.FloatField(help_text="First bucket start (unix seconds, aligned to step).")
+    end = serializers.FloatField()
+    step = serializers.IntegerField(help_text="Bucket width in seconds.")
+    timestamps = serializers.ListField(child=serializers.FloatField(), help_text="Bucket starts.")
+    series = serializers.DictField(
+        child=serializers.ListField(child=serializers.FloatField(allow_null=True)),
+        help_text="Aligned with timestamps. rps.cluster, rps.fallback, rps.none (refused before "
+        "dispatch): requests/s; share.errors (5xx), share.refused (4xx): 0..1; ttft.p50, ttft.p95, "
+        "latency.p50, latency.p95: ms over the answered requests (status < 400). null = no requests.",
+    )
+    totals = GatewayTotalsSerializer()
+    events = GatewayMarkerSerializer(many=True, help_text="Fallback runs and breaker changes in the window.")

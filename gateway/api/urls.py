@@ -16,6 +16,12 @@ urlpatterns = [
         views.TopologyBreakerEvents.as_view(),
         name="topology-gateway-breaker",
     ),
+    path(
+        "topologies/<int:pk>/gateway-series/",
+        views.TopologyGatewaySeries.as_view(),
+        name="topology-gateway-series",
+    ),
+    path("keys/<str:pk>/gateway-series/", views.KeyGatewaySeries.as_view(), name="key-gateway-series"),
     path("topologies/<int:pk>/verify/", views.TopologyVerify.as_view(), name="topology-verify"),
     path("probe-runs/<int:pk>/", views.ProbeRunDetail.as_view(), name="probe-run"),
 ]

@@ -3,7 +3,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,6 +15,8 @@ from gateway import selectors, services
 from gateway.api.serializers import (
     BreakerEventSerializer,
     GatewayRequestSerializer,
+    GatewaySeriesQuerySerializer,
+    GatewaySeriesSerializer,
     ProbeRunSerializer,
     RouteSerializer,
     VerifyRequestSerializer,
@@ -126,3 +129,71 @@ class ProbeRunDetail(GenericAPIView[ProbeRun]):
 
     def get(self, request: Request, pk: int) -> Response:
         return Response(ProbeRunSerializer(get_object_or_404(self.get_queryset(), pk=pk)).data)
+
+
+SERIES_PARAMETERS = [
+    OpenApiParameter("start", OpenApiTypes.STR, description="Unix seconds or ISO 8601; default end-1h."),
+    OpenApiParameter("end", OpenApiTypes.STR, description="Unix seconds or ISO 8601; default now."),
+    OpenApiParameter("step", OpenApiTypes.INT, description="Bucket seconds; default ~120 buckets."),
+]
+SERIES_DESCRIPTION = (
+    "The gateway's per-request records in step-aligned buckets: requests/s by backend (cluster, "
+    "fallback, refused before dispatch), the share of 5xx and 4xx answers, TTFT and latency p50/p95 of "
+    "the answered requests, and markers where fallback traffic begins and where the breaker changed."
+)
+
+
+def _series_query(request: Request) -> dict[str, Any]:
+    query = GatewaySeriesQuerySerializer(data=request.query_params)
+    query.is_valid(raise_exception=True)
+    return dict(query.validated_data)
+
+
+class TopologyGatewaySeries(GenericAPIView[Any]):
+    required_scopes = {"read": Scope.TOPOLOGIES_READ}
+    serializer_class = GatewaySeriesSerializer
+
+    def get_queryset(self) -> Any:
+        return topology_selectors.topology_list()
+
+    @extend_schema(
+        operation_id="topology_gateway_series",
+        summary="Gateway traffic of a topology, charted",
+        description=SERIES_DESCRIPTION,
+        parameters=SERIES_PARAMETERS,
+        responses=GatewaySeriesSerializer,
+    )
+    def get(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        query = _series_query(request)
+        return Response(selectors.gateway_series(topology_id=topology.pk, **query))
+
+
+class KeyGatewaySeries(GenericAPIView[Any]):
+    required_scopes = {"read": Scope.KEYS_READ}
+    serializer_class = GatewaySeriesSerializer
+
+    def get_queryset(self) -> Any:
+        from keys.selectors import keys_visible_to
+
+        return keys_visible_to(user=self.request.user)
+
+    @extend_schema(
+        operation_id="key_gateway_series",
+        summary="Gateway traffic of one key, charted",
+        description=SERIES_DESCRIPTION + " Only the requests made with this key, across topologies.",
+        parameters=SERIES_PARAMETERS,
+        responses=GatewaySeriesSerializer,
+    )
+    def get(self, request: Request, pk: str) -> Response:
+        import uuid
+
+        from django.http import Http404
+
+        try:
+            key_id = uuid.UUID(pk)
+        except ValueError:
+            raise Http404 from None  # key ids are UUIDs: no such key
+        key = get_object_or_404(self.get_queryset(), pk=key_id)
+        query = _series_query(request)
+        return Response(selectors.gateway_series(key_id=str(key.pk), **query))

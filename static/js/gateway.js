@@ -1,5 +1,6 @@
 // Gateway panel: re-fetched when a verification run or the circuit breaker changes (websocket), and every
-// two seconds while a run is queued or running, so its progress shows without a reload.
+// two seconds while a run is queued or running, so its progress shows without a reload. A breaker
+// change also tells the traffic charts (gateway-charts.js) to re-read their series.
 (function () {
   "use strict";
 
@@ -14,7 +15,11 @@
         var doc = new DOMParser().parseFromString(html, "text/html");
         var fresh = doc.querySelector(".gateway-panel");
         if (fresh) {
-          panel.innerHTML = fresh.innerHTML;
+          // The charts stay (they re-read their own data); the parts around them are replaced.
+          fresh.querySelectorAll("[data-refresh]").forEach(function (part) {
+            var mine = panel.querySelector('[data-refresh="' + part.dataset.refresh + '"]');
+            if (mine) { mine.innerHTML = part.innerHTML; }
+          });
           panel.dataset.running = fresh.dataset.running || "";
         }
       })
@@ -26,6 +31,7 @@
       window.Tandem.live("/ws/topologies/" + panel.dataset.topology + "/", {
         onMessage: function (msg) {
           if (msg && (msg.kind === "gateway.probe" || msg.kind === "gateway.breaker")) { refresh(panel); }
+          if (msg && msg.kind === "gateway.breaker") { document.dispatchEvent(new CustomEvent("gateway:changed")); }
         },
       });
     }

@@ -1,5 +1,6 @@
 // Tandem live charts (uPlot): a time-series store fed by the history API and live snapshots,
 // six charts with units on both axes, and deploy / role-change / alert markers on the time axis.
+// build() also draws other chart sets from the same store (the gateway's traffic charts).
 (function () {
   "use strict";
   const T = function () { return window.Tandem.telemetry; };
@@ -114,7 +115,7 @@
     return out;
   };
 
-  function markerPlugin(store) {
+  function markerPlugin(store, colors) {
     return {
       hooks: {
         draw: [function (u) {
@@ -124,7 +125,7 @@
             if (m.ts < min || m.ts > max) { return; }
             const x = Math.round(u.valToPos(m.ts, "x", true));
             ctx.save();
-            ctx.strokeStyle = MARKER_COLORS[m.kind] || "#5d6878";
+            ctx.strokeStyle = colors[m.kind] || "#5d6878";
             ctx.lineWidth = 2 * devicePixelRatio;
             ctx.setLineDash([5 * devicePixelRatio, 4 * devicePixelRatio]);
             ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + h); ctx.stroke();
@@ -145,11 +146,15 @@
     };
   }
 
-  function build(container, store, windowSeconds) {
+  // options.charts: chart definitions like CHARTS (a series may name its own stroke);
+  // options.markerColors: marker kind -> colour. Both default to the telemetry panel's.
+  function build(container, store, windowSeconds, options) {
     const charts = [];
+    const defs = (options && options.charts) || CHARTS;
+    const markerColors = (options && options.markerColors) || MARKER_COLORS;
     container.replaceChildren();
     const width = function (node) { return Math.max(280, node.clientWidth - 8); };
-    CHARTS.forEach(function (c) {
+    defs.forEach(function (c) {
       const card = T().el("figure", { class: "chart-card", "data-chart": c.id });
       card.appendChild(T().el("figcaption", {}, c.title + " (" + c.unit + ")"));
       const host = T().el("div", { class: "chart-host" });
@@ -164,10 +169,10 @@
           { label: c.unit, labelSize: 18, size: 58, values: axisValues(c.unit) },
         ],
         series: [{ label: "time" }].concat(c.series.map(function (s, i) {
-          return { label: s.label, stroke: COLORS[i % COLORS.length], width: 2, spanGaps: false,
+          return { label: s.label, stroke: s.stroke || COLORS[i % COLORS.length], width: 2, spanGaps: false,
             value: function (u, v) { return v == null ? "—" : (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(1)) + " " + c.unit; } };
         })),
-        plugins: [markerPlugin(store)],
+        plugins: [markerPlugin(store, markerColors)],
       };
       const now = Date.now() / 1000;
       const plot = new window.uPlot(opts, store.data(c, now - windowSeconds), host);
