@@ -1,4 +1,5 @@
-"""Writes: ratio changes and restart-based role switches, run as deployments scale jobs one move at a time."""
+"""Writes: ratio changes and restart-based role switches, run as deployments scale jobs one move at a time,
+and the start of in-place role switches (carried out by ``rebalancing.services.inplace``)."""
 
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def _create(
     actor: Any,
     params: dict[str, Any] | None = None,
 ) -> Rebalance:
-    prefill, decode = selectors.role_replicas(topology.spec)
+    prefill, decode = selectors.effective_replicas(topology)
     try:
         with transaction.atomic():
             rebalance = Rebalance.objects.create(
@@ -129,7 +130,7 @@ def rebalance_ratio_start(
     from topologies.models import Topology
 
     locked = Topology.objects.select_for_update().get(pk=topology.pk)
-    current = selectors.role_replicas(locked.spec)
+    current = selectors.effective_replicas(locked)
     limits = selectors.topology_limits(locked)
     problems = target_problems(*current, prefill, decode, limits)
     if problems:
@@ -140,7 +141,16 @@ def rebalance_ratio_start(
     _refuse_busy(locked)
     if kind != RebalanceKind.PLANNER:
         _refuse_unhealthy_links(locked)
-    moves = [m.as_dict() for m in plan_moves(*current, prefill, decode, limits)]
+    # In-place switches moved instances between roles without the orchestrator knowing: the scale
+    # jobs work on the spec's replicas, which are the target less what the switches moved.
+    dp, dd = selectors.override_delta(locked)
+    spec_current, spec_target = selectors.role_replicas(locked.spec), (prefill - dp, decode - dd)
+    if min(spec_target) < 1:
+        why = "in-place switches moved instances between roles; switch them back before scaling to this split"
+        raise DomainError(
+            f"cannot set {prefill}P/{decode}D: {why}", code="ratio_refused", fields={"prefill": [why]}
+        )
+    moves = [m.as_dict() for m in plan_moves(*spec_current, *spec_target, limits)]
     rebalance = _create(topology=locked, kind=kind, target=(prefill, decode), moves=moves, actor=actor)
     plan_text = ", then ".join(f"{m['role']} → {m['replicas']}" for m in moves)
     _log(
@@ -165,20 +175,27 @@ def rebalance_ratio_start(
 
 @transaction.atomic
 def rebalance_switch_start(
-    *, topology: Any, instance: str, target_role: str, actor: Any, source_ip: str | None
+    *,
+    topology: Any,
+    instance: str,
+    target_role: str,
+    actor: Any,
+    source_ip: str | None,
+    drain_timeout_seconds: float | None = None,
 ) -> Rebalance:
     """Switch one running instance to the other role.
 
-    Engines with an in-place switch get it; the others (vLLM, whose kv_role is fixed at start-up) get
-    the restart-based path: one instance of the target role is added and Ready before the named
-    instance is drained and removed."""
+    Engines with an in-place switch (MindIE on Kthena, see ``switching``) get it, run by a worker
+    (``rebalance_in_place_run``); the others (vLLM, whose kv_role is fixed at start-up) get the
+    restart-based path: one instance of the target role is added and Ready before the named instance
+    is drained and removed."""
     from topologies.models import Topology
 
     if target_role not in ("prefill", "decode"):
         raise DomainError(f"unknown role {target_role!r}", fields={"target_role": ["use prefill or decode"]})
     locked = Topology.objects.select_for_update().get(pk=topology.pk)
     source_role = "decode" if target_role == "prefill" else "prefill"
-    prefill, decode = selectors.role_replicas(locked.spec)
+    prefill, decode = selectors.effective_replicas(locked)
     limits = selectors.topology_limits(locked)
     _refuse_busy(locked)
     _refuse_unhealthy_links(locked)
@@ -216,7 +233,19 @@ def rebalance_switch_start(
         raise DomainError(
             f"cannot switch {instance}: {problem}", code="switch_refused", fields={"target_role": [problem]}
         )
-    path = switch_path(locked.engine, locked.kv_connector)
+    path = switch_path(locked.engine, locked.kv_connector, locked.backend)
+    if path.name == "in_place":
+        return _switch_in_place_start(
+            topology=locked,
+            instance=instance,
+            source_role=source_role,
+            target_role=target_role,
+            target=target,
+            path_reason=path.reason,
+            drain_timeout_seconds=drain_timeout_seconds,
+            actor=actor,
+            source_ip=source_ip,
+        )
     grown = (prefill + 1, decode) if target_role == "prefill" else (prefill, decode + 1)
     if limits.cost(*grown) > limits.budget:
         raise DomainError(
@@ -266,10 +295,64 @@ def rebalance_switch_start(
     return rebalance_advance(rebalance=rebalance)
 
 
+def _switch_in_place_start(
+    *,
+    topology: Any,
+    instance: str,
+    source_role: str,
+    target_role: str,
+    target: tuple[int, int],
+    path_reason: str,
+    drain_timeout_seconds: float | None,
+    actor: Any,
+    source_ip: str | None,
+) -> Rebalance:
+    from django.conf import settings
+
+    drain = float(drain_timeout_seconds or settings.REBALANCE_DRAIN_TIMEOUT_SECONDS)
+    rebalance = _create(
+        topology=topology,
+        kind=RebalanceKind.SWITCH_IN_PLACE,
+        target=target,
+        moves=[],
+        actor=actor,
+        params={
+            "instance": instance,
+            "target_role": target_role,
+            "source_role": source_role,
+            "path": "in_place",
+            "why": path_reason,
+            "drain_timeout_seconds": drain,
+        },
+    )
+    _log(
+        rebalance,
+        f"Switch {instance} {source_role} → {target_role}, in place ({path_reason}): stop routing to it, "
+        f"drain (at most {drain:.0f} s), unlink, switch, re-link (decode initiates), verify, resume routing",
+    )
+    audit_record(
+        action="rebalancing.switch_role",
+        actor=actor,
+        target=topology,
+        source_ip=source_ip,
+        detail={
+            "rebalance": rebalance.pk,
+            "instance": instance,
+            "target_role": target_role,
+            "path": "in_place",
+            "text": f"{instance} → {target_role} (in place) by {rebalance.requested_by_label}",
+        },
+    )
+    from rebalancing.tasks import run_in_place_switch
+
+    run_in_place_switch.apply_async_on_commit((rebalance.pk,))
+    return rebalance
+
+
 def _pods_by_role(topology: Any) -> dict[str, str]:
     import kube
     from clusters.selectors import cluster_connection
-    from kube.labels import ROLE, topology_selector
+    from kube.labels import ROLE, serving_role, topology_selector
 
     try:
         pods = kube.list_pods(
@@ -280,7 +363,7 @@ def _pods_by_role(topology: Any) -> dict[str, str]:
             f"the cluster cannot be asked for the topology's pods: {error}", code="cluster_unreachable"
         ) from None
     return {
-        p.name: p.labels.get(ROLE, "")
+        p.name: serving_role(p.labels)
         for p in pods
         if not p.deletion_pending and p.labels.get(ROLE) in ("prefill", "decode")
     }
@@ -298,6 +381,14 @@ def rebalance_advance(*, rebalance: Rebalance) -> Rebalance:
         .get(pk=rebalance.pk)
     )
     if not locked.is_active:
+        return locked
+    if locked.kind == RebalanceKind.SWITCH_IN_PLACE:
+        # A worker carries it out (rebalance_in_place_run); re-enqueue it if that worker was lost.
+        from rebalancing.services.inplace import in_place_is_orphaned
+        from rebalancing.tasks import run_in_place_switch
+
+        if in_place_is_orphaned(locked):
+            run_in_place_switch.apply_async_on_commit((locked.pk,))
         return locked
     current = locked.deployment
     if current is not None:

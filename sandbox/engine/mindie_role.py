@@ -19,7 +19,9 @@ LLM-DataDist's `LLM_EXIST_LINK` while any link of the instance is still open (LL
 flight or a prefill still holds KV a decode has not pulled (`runningRequestNum` counts those, as
 MindIE's prefill keeps a request until its KV is released). Linking costs `SANDBOX_LINK_SETUP_MS` per
 peer, unlinking `SANDBOX_LINK_TEARDOWN_MS`, the switch itself `SANDBOX_ROLE_SWITCH_MS` (all times the
-time scale). Peers are found by `server_ip` (the pod IP); `device` must be a list (the sandbox has no
+time scale). Once an instance has been given a peer table, a decode pulls KV only over the links that
+assignments set up (`LLM_NOT_YET_LINK` otherwise); before any assignment links form on first use, as
+the sandbox models a controller-linked deployment. Peers are found by `server_ip` (the pod IP); `device` must be a list (the sandbox has no
 NPU device IPs to check). Engines other than MindIE answer 404: vLLM and SGLang serve no such route.
 """
 
@@ -138,6 +140,7 @@ async def _apply_peers(engine: SimEngine, peers: dict[int, str]) -> None:
             engine.unlink(link.peer)
     st.peers = dict(peers)
     st.results = {}
+    engine.peer_table_assigned = True
     for peer_id, ip in sorted(peers.items()):
         if engine.role != "decode":
             st.results[peer_id] = "ok"  # a prefill accepts the links its decode peers open
