@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from clusters.access import (
-    PERMISSIONS,
     IN_PLACE,
+    PERMISSIONS,
     PROXY_SOURCE,
     RENDERED_VERBS,
     REQUIRED_ACCESS,

@@ -21,8 +21,9 @@ MindIE's prefill keeps a request until its KV is released). Linking costs `SANDB
 peer, unlinking `SANDBOX_LINK_TEARDOWN_MS`, the switch itself `SANDBOX_ROLE_SWITCH_MS` (all times the
 time scale). Once an instance has been given a peer table, a decode pulls KV only over the links that
 assignments set up (`LLM_NOT_YET_LINK` otherwise); before any assignment links form on first use, as
-the sandbox models a controller-linked deployment. Peers are found by `server_ip` (the pod IP); `device` must be a list (the sandbox has no
-NPU device IPs to check). Engines other than MindIE answer 404: vLLM and SGLang serve no such route.
+the sandbox models a controller-linked deployment. Peers are found by `server_ip` (the pod IP);
+`device` must be a list (the sandbox has no NPU device IPs to check). Engines other than MindIE
+answer 404: vLLM and SGLang serve no such route.
 """
 
 from __future__ import annotations
