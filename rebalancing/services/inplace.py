@@ -163,7 +163,11 @@ def _claim(rebalance: Rebalance) -> str:
 
 
 def in_place_is_orphaned(rebalance: Rebalance) -> bool:
-    return rebalance.heartbeat is not None and timezone.now() - rebalance.heartbeat > _stale_after(rebalance)
+    """Whether no worker runs it: never claimed a minute after it started, or its heartbeat went stale."""
+    now = timezone.now()
+    if rebalance.heartbeat is None:
+        return now - rebalance.created > timedelta(seconds=60)
+    return now - rebalance.heartbeat > _stale_after(rebalance)
 
 
 def _move(engine: _Engine, rebalance: Rebalance, inst: Instance, to_role: str) -> None:

@@ -316,6 +316,9 @@ def mindie_config(spec: TopologySpec, role: str) -> dict[str, Any]:
         "ServerConfig": {
             "ipAddress": "0.0.0.0",
             "port": spec.port,
+            # The management API (role assignment, /v1/status) on the same port: Tandem reaches it there
+            # for in-place role switches (docs/role-switches.md).
+            "managementPort": spec.port,
             "inferMode": "dmi" if c.type == "llm-datadist" else "standard",
             "interCommPort": c.link_port,
         },
