@@ -94,7 +94,7 @@ class _Engine:
             time.sleep(POLL_SECONDS)
 
     def instances(self) -> dict[str, Instance]:
-        """The topology's running prefill/decode pods, by name, with the role each serves now."""
+        """The topology's Ready prefill/decode pods, by name, with the role each serves now."""
         try:
             pods = kube.list_pods(self.conn, self.namespace, topology_selector(self.topology.pk))
         except kube.KubeError as error:
@@ -104,7 +104,7 @@ class _Engine:
         out = {}
         for pod in pods:
             template = pod.labels.get(ROLE, "")
-            if pod.deletion_pending or not pod.ip or template not in ("prefill", "decode"):
+            if pod.deletion_pending or not pod.ready or not pod.ip or template not in ("prefill", "decode"):
                 continue
             out[pod.name] = Instance(pod.name, pod.ip, serving_role(pod.labels), template)
         return out
@@ -205,6 +205,8 @@ def _move(engine: _Engine, rebalance: Rebalance, inst: Instance, to_role: str) -
     started = time.monotonic()
     as_new = Instance(inst.name, inst.ip, to_role, inst.template)
     if to_role == "decode":
+        # The switch gave it its peers already; when nothing switched (a restore) its table is empty.
+        engine.assign(inst, "decode", prefills)
         engine.settle(inst, "decode", prefills)
         linked = [f"{inst.name} → {p.name}" for p in prefills]
     else:
@@ -269,7 +271,7 @@ def rebalance_in_place_run(*, rebalance_id: int) -> str:
     try:
         found = engine.instances()
         if name not in found:
-            raise StepFailed(f"{name} is no longer running", "unknown_instance")
+            raise StepFailed(f"{name} is not a Ready instance of the topology", "unknown_instance")
         inst = found[name]
         if claim == "orphan":
             raise StepFailed("the worker running this switch stopped", "worker_lost")

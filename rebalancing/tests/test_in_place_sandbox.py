@@ -44,7 +44,7 @@ def conn(ascend_sandbox, db):
 
 
 @pytest.fixture
-def mindie(conn, operator):
+def mindie(conn, operator, ascend_sandbox):
     from clusters.models import Cluster
     from topologies.services import topology_create
     from topologies.tests.combinations import combination
@@ -67,7 +67,15 @@ def mindie(conn, operator):
     )
     topology = topology_create(cluster=Cluster.objects.get(pk=conn.cluster_id), spec=spec, actor=operator)
     assert deploy_now(topology, operator).state == State.SUCCEEDED
-    return topology
+    yield topology
+    # Free the accelerators for the next test's topology.
+    import kube
+
+    kinds = "modelroutes,modelservers,modelservings,services"
+    ascend_sandbox.kubectl("delete", kinds, "--all", "-n", topology.namespace, "--wait=false")
+    deadline = time.monotonic() + 30
+    while kube.list_pods(conn, topology.namespace, "") and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 def pods(conn, topology) -> dict[str, dict[str, str]]:
@@ -194,3 +202,33 @@ def test_a_drain_that_times_out_returns_the_instance_to_its_old_role(mindie, con
     assert engine(conn, mindie, victim, "/v1/status")["service"]["currentRole"] == "decode"
     assert reports[0].failed == 0, reports[0].errors
     assert not RoleOverride.objects.filter(topology=mindie).exists()
+
+
+def test_switching_back_under_load_closes_the_decodes_links_first_and_ends_the_override(
+    mindie, conn, operator, ascend_sandbox
+):
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    victim, other = decodes[-1], decodes[0]
+    url = router_url(ascend_sandbox, mindie.namespace)
+    first = rebalance_switch_start(
+        topology=mindie, instance=victim, target_role="prefill", actor=operator, source_ip=None
+    )
+    assert rebalance_in_place_run(rebalance_id=first.pk) == "succeeded"
+    reports: list = []
+    traffic = load(url, mindie.model_name, 8, reports)
+    time.sleep(2)  # the other decode now pulls KV from the switched instance
+    back = rebalance_switch_start(
+        topology=mindie, instance=victim, target_role="decode", actor=operator, source_ip=None
+    )
+    assert (back.from_prefill, back.from_decode, back.target_prefill, back.target_decode) == (2, 1, 1, 2)
+    assert rebalance_in_place_run(rebalance_id=back.pk) == "succeeded"
+    traffic.join(60)
+    assert reports[0].sent >= 30 and reports[0].failed == 0, reports[0].errors
+    back.refresh_from_db()
+    steps = [s["message"] for s in back.log]
+    unlinked = next(m for m in steps if m.startswith("Unlinked"))
+    assert f"{other} closed theirs to it" in unlinked, steps
+    assert any(m.startswith(f"Re-linked, decode initiating: {victim} → ") for m in steps), steps
+    assert pods(conn, mindie)[victim][SERVING_ROLE] == "decode"
+    assert not RoleOverride.objects.filter(topology=mindie).exists()
+    assert selectors.effective_replicas(mindie) == (1, 2)
