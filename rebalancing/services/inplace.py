@@ -19,6 +19,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -30,7 +31,11 @@ from rebalancing.models import Rebalance, RebalanceKind, RebalanceState, RoleOve
 from rebalancing.services.rebalances import _finish, _log
 
 POLL_SECONDS = 0.2
-STEP_TIMEOUT_SECONDS = 30.0  # a role assignment (links, the switch itself) must settle within this
+
+
+def _step_timeout() -> float:
+    """A role assignment (its links, the switch itself) must settle within this."""
+    return float(settings.REBALANCE_STEP_TIMEOUT_SECONDS)
 
 
 class StepFailed(Exception):
@@ -81,14 +86,14 @@ class _Engine:
             raise StepFailed(f"{inst.name} refused POST /v1/role/{role}: {ret}: {message}", ret)
 
     def settle(self, inst: Instance, role: str, peers: list[Instance]) -> None:
-        deadline = time.monotonic() + STEP_TIMEOUT_SECONDS
+        deadline = time.monotonic() + _step_timeout()
         while True:
             problem = status_problem(self.status(inst.name), role, peers)
             if not problem:
                 return
             if time.monotonic() > deadline:
                 raise StepFailed(
-                    f"{inst.name} did not settle as {role} within {STEP_TIMEOUT_SECONDS:.0f} s: {problem}",
+                    f"{inst.name} did not settle as {role} within {_step_timeout():.0f} s: {problem}",
                     "engine_not_ready",
                 )
             time.sleep(POLL_SECONDS)
@@ -147,7 +152,7 @@ def _beat(rebalance: Rebalance) -> None:
 
 def _stale_after(rebalance: Rebalance) -> timedelta:
     drain = float(rebalance.params.get("drain_timeout_seconds") or 30)
-    return timedelta(seconds=drain + 6 * STEP_TIMEOUT_SECONDS)
+    return timedelta(seconds=drain + 6 * _step_timeout())
 
 
 def _claim(rebalance: Rebalance) -> str:

@@ -232,3 +232,56 @@ def test_switching_back_under_load_closes_the_decodes_links_first_and_ends_the_o
     assert pods(conn, mindie)[victim][SERVING_ROLE] == "decode"
     assert not RoleOverride.objects.filter(topology=mindie).exists()
     assert selectors.effective_replicas(mindie) == (1, 2)
+
+
+def test_a_re_link_that_fails_returns_the_switched_instance_to_its_old_role(
+    mindie, conn, operator, ascend_sandbox, settings
+):
+    import kube
+
+    settings.REBALANCE_STEP_TIMEOUT_SECONDS = 2
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    victim, other = decodes[-1], decodes[0]
+    # The other decode cannot set up a link to the switched instance.
+    fault = kube.pod_proxy_post(
+        conn,
+        mindie.namespace,
+        other,
+        mindie.spec["port"],
+        "/sandbox/faults",
+        {"kind": "link_down", "peer": victim},
+    )
+    assert fault.status == 201, fault.data
+    reports: list = []
+    traffic = load(router_url(ascend_sandbox, mindie.namespace), mindie.model_name, 10, reports)
+    time.sleep(1)
+    rebalance = rebalance_switch_start(
+        topology=mindie, instance=victim, target_role="prefill", actor=operator, source_ip=None
+    )
+    assert rebalance_in_place_run(rebalance_id=rebalance.pk) == "failed"
+    traffic.join(60)
+    rebalance.refresh_from_db()
+    steps = [s["message"] for s in rebalance.log]
+    assert "engine_not_ready" in rebalance.error and f"{victim} serves decode again" in rebalance.error, steps
+    assert any(m.startswith(f"Switched {victim} decode → prefill") for m in steps), steps
+    assert any(m.startswith(f"Switched {victim} prefill → decode") for m in steps), steps
+    assert steps[-2] == f"Routing to {victim} as decode again", steps
+    assert pods(conn, mindie)[victim][SERVING_ROLE] == "decode"
+    status = engine(conn, mindie, victim, "/v1/status")
+    assert status["service"] == {"roleStatus": "RoleReady", "currentRole": "decode"}
+    assert all(peer["link"] == "ok" for peer in status["linkStatus"]["peers"]), status
+    assert not RoleOverride.objects.filter(topology=mindie).exists()
+    assert reports[0].failed == 0, reports[0].errors
+
+
+def test_an_in_place_switch_is_not_drift(mindie, conn, operator):
+    from deployments.services import topology_drift_check
+
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    rebalance = rebalance_switch_start(
+        topology=mindie, instance=decodes[-1], target_role="prefill", actor=operator, source_ip=None
+    )
+    assert rebalance_in_place_run(rebalance_id=rebalance.pk) == "succeeded"
+    assert topology_drift_check(topology=mindie) == []
+    mindie.refresh_from_db()
+    assert mindie.drift_state == "in_sync"
