@@ -285,3 +285,27 @@ def test_an_in_place_switch_is_not_drift(mindie, conn, operator):
     assert topology_drift_check(topology=mindie) == []
     mindie.refresh_from_db()
     assert mindie.drift_state == "in_sync"
+
+
+def test_the_api_starts_an_in_place_switch_and_lists_its_steps(mindie, conn, operator, api_client):
+    api_client.force_authenticate(operator)
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    url = f"/api/v1/topologies/{mindie.pk}/switch-role/"
+    bad = api_client.post(
+        url, {"instance": decodes[-1], "target_role": "prefill", "drain_timeout_seconds": 0}
+    )
+    assert bad.status_code == 400 and "drain_timeout_seconds" in bad.json()["error"]["fields"]
+    answer = api_client.post(
+        url, {"instance": decodes[-1], "target_role": "prefill", "drain_timeout_seconds": 5}, format="json"
+    )
+    assert answer.status_code == 202, answer.content
+    body = answer.json()
+    assert (body["kind"], body["params"]["path"], body["params"]["drain_timeout_seconds"]) == (
+        "switch_in_place",
+        "in_place",
+        5.0,
+    )
+    assert "drain (at most 5 s), unlink, switch, re-link" in body["log"][0]["message"]
+    assert rebalance_in_place_run(rebalance_id=body["id"]) == "succeeded"
+    listed = api_client.get(f"/api/v1/topologies/{mindie.pk}/rebalances/").json()["results"][0]
+    assert listed["state"] == "succeeded" and listed["log"][-1]["message"].startswith("Resumed routing")
