@@ -94,3 +94,18 @@ def test_overrides_move_the_effective_split_and_ratio_changes_scale_the_spec(mak
     rebalance = rebalance_ratio_start(topology=topology, prefill=3, decode=1, actor=operator, source_ip=None)
     assert (rebalance.from_prefill, rebalance.from_decode) == (2, 1)
     assert rebalance.moves == [{"role": "prefill", "replicas": 2}]
+
+
+def test_the_panel_shows_the_served_split_and_what_serves_out_of_its_template_role(make_topology, operator):
+    from django.test import Client
+
+    topology = make_topology(budget=4, replicas=(1, 2))
+    RoleOverride.objects.create(
+        topology=topology, pod="t-0-decode-1-0", template_role="decode", serving_role="prefill"
+    )
+    client = Client()
+    client.force_login(operator)
+    panel = client.get(f"/rebalancing/topology/{topology.pk}/panel/").content.decode()
+    assert "2P / 1D" in panel
+    assert "t-0-decode-1-0 serves prefill, its template decode" in panel
+    assert "a replaced pod comes back in its template's role" in panel
