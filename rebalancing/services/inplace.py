@@ -1,12 +1,13 @@
 """Writes: the in-place role switch (steps in ``rebalancing.inplace``), run by one worker at a time.
 
-``rebalance_in_place_run`` is what the Celery task calls: it claims the Rebalance (a conditional update
-of its heartbeat), then stops routing to the instance, drains it, unlinks, switches, re-links, verifies
-and resumes routing, logging every step on the Rebalance (the topology page shows them live). On a
-failure it returns the instance to serving its old role. A worker that died mid-switch leaves a stale
-heartbeat; ``rebalance_advance`` re-enqueues the run, which then returns the instance to its old role
-and fails the Rebalance. ``instance_role_assign`` makes one role assignment on an instance's engine and
-surfaces a refusal with the engine's own code (``LLM_EXIST_LINK``).
+``switch_in_place_start`` creates the Rebalance (``rebalance_switch_start`` calls it once its refusals
+are checked) and enqueues the run. ``rebalance_in_place_run`` is what the Celery task calls: it claims
+the Rebalance (a conditional update of its heartbeat), then stops routing to the instance, drains it,
+unlinks, switches, re-links, verifies and resumes routing, logging every step on the Rebalance (the
+topology page shows them live). On a failure it returns the instance to serving its old role. A worker
+that died mid-switch leaves a stale heartbeat; ``rebalance_advance`` re-enqueues the run, which then
+returns the instance to its old role and fails the Rebalance. ``instance_role_assign`` makes one role
+assignment on an instance's engine and surfaces a refusal with the engine's own code (``LLM_EXIST_LINK``).
 
 The engine is reached through the API server's pods proxy (``get``/``create`` on ``pods/proxy``), the
 pod relabelled by merge patch (``patch`` on ``pods``); see clusters/access.py.
@@ -15,6 +16,7 @@ pod relabelled by merge patch (``patch`` on ``pods``); see clusters/access.py.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from datetime import timedelta
 from typing import Any
@@ -24,12 +26,16 @@ from django.db import transaction
 from django.utils import timezone
 
 import kube
+from audit.services import audit_record
 from controlplane.api.errors import Conflict
 from kube.labels import NOT_SERVING, ROLE, SERVING_ROLE, serving_role, topology_selector
 from rebalancing.inplace import Instance, assignment, busy_count, engine_refusal, status_problem
 from rebalancing.models import Rebalance, RebalanceKind, RebalanceState, RoleOverride
-from rebalancing.services.rebalances import _finish, _log
+from rebalancing.services.steps import create
+from rebalancing.services.steps import finish as _finish
+from rebalancing.services.steps import log_step as _log
 
+logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
 
 
@@ -127,6 +133,72 @@ def overrides_prune(*, topology: Any, instances: dict[str, Instance]) -> None:
         inst = instances.get(override.pod)
         if inst is None or inst.serving == inst.template:
             override.delete()
+
+
+def switch_in_place_start(
+    *,
+    topology: Any,
+    instance: str,
+    source_role: str,
+    target_role: str,
+    target: tuple[int, int],
+    path_reason: str,
+    drain_timeout_seconds: float | None,
+    actor: Any,
+    source_ip: str | None,
+) -> Rebalance:
+    from django.conf import settings
+
+    drain = float(drain_timeout_seconds or settings.REBALANCE_DRAIN_TIMEOUT_SECONDS)
+    rebalance = create(
+        topology=topology,
+        kind=RebalanceKind.SWITCH_IN_PLACE,
+        target=target,
+        moves=[],
+        actor=actor,
+        params={
+            "instance": instance,
+            "target_role": target_role,
+            "source_role": source_role,
+            "path": "in_place",
+            "why": path_reason,
+            "drain_timeout_seconds": drain,
+        },
+    )
+    _log(
+        rebalance,
+        f"Switch {instance} {source_role} → {target_role}, in place ({path_reason}): stop routing to it, "
+        f"drain (at most {drain:.0f} s), unlink, switch, re-link (decode initiates), verify, resume routing",
+    )
+    audit_record(
+        action="rebalancing.switch_role",
+        actor=actor,
+        target=topology,
+        source_ip=source_ip,
+        detail={
+            "rebalance": rebalance.pk,
+            "instance": instance,
+            "target_role": target_role,
+            "path": "in_place",
+            "text": f"{instance} → {target_role} (in place) by {rebalance.requested_by_label}",
+        },
+    )
+    from rebalancing.tasks import run_in_place_switch
+
+    run_in_place_switch.apply_async_on_commit((rebalance.pk,))
+    return rebalance
+
+
+def overrides_refresh(*, topology: Any) -> None:
+    """Prune the topology's overrides against its live pods (asks the cluster only when there are any;
+    a cluster that cannot be asked leaves them as they are)."""
+    if not RoleOverride.objects.filter(topology=topology).exists():
+        return
+    try:
+        found = _Engine(topology).instances()
+    except StepFailed:
+        return
+    overrides_prune(topology=topology, instances=found)
 
 
 def instance_role_assign(*, topology: Any, instance: str, role: str, peers: list[str]) -> None:
@@ -287,7 +359,12 @@ def rebalance_in_place_run(*, rebalance_id: int) -> str:
         _move(engine, rebalance, inst, target)
         _log(rebalance, f"Verified: {name} reports RoleReady as {target} with every link ok")
         engine.relabel(name, target)
-    except StepFailed as error:
+    except Exception as exc:  # whatever went wrong, the instance goes back to its old role
+        if isinstance(exc, StepFailed):
+            error = exc
+        else:
+            logger.exception("in-place switch #%s failed", rebalance.pk)
+            error = StepFailed(f"unexpected error: {exc!r}", "internal_error")
         _log(rebalance, f"{error.message}; returning {name} to serving {old}")
         why = _restore(engine, rebalance, inst, old, touched) if inst.ip else "it is gone"
         tail = f"; {name} stays out of routing: {why}" if why else f"; {name} serves {old} again"

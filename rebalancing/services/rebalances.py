@@ -3,24 +3,22 @@ and the start of in-place role switches (carried out by ``rebalancing.services.i
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.db import transaction
 
 from audit.services import audit_record
 from controlplane.api.errors import Conflict, DomainError
-from controlplane.broadcast import broadcast_on_commit, topology_group
 from rebalancing import policy, selectors
 from rebalancing.models import (
-    Outcome,
-    PlannerConfig,
     Rebalance,
     RebalanceKind,
-    RebalanceState,
 )
 from rebalancing.moves import plan_moves, target_problems
+from rebalancing.services.inplace import in_place_is_orphaned, overrides_refresh, switch_in_place_start
+from rebalancing.services.steps import create
+from rebalancing.services.steps import finish as _finish
+from rebalancing.services.steps import log_step as _log
 from rebalancing.switching import switch_path, victim_problem
 
 PARAM_LIMITS: dict[str, tuple[float, float]] = {
@@ -37,33 +35,12 @@ PARAM_LIMITS: dict[str, tuple[float, float]] = {
 }
 
 
-def _actor_label(actor: Any) -> str:
-    if actor is not None and getattr(actor, "is_authenticated", False):
-        return str(actor.get_username())
-    return "planner"
-
-
-def _event(rebalance: Rebalance, message: str) -> None:
-    broadcast_on_commit(
-        topology_group(rebalance.topology_id),
-        {
-            "kind": "rebalance",
-            "id": rebalance.pk,
-            "topology": rebalance.topology_id,
-            "state": rebalance.state,
-            "target": {"prefill": rebalance.target_prefill, "decode": rebalance.target_decode},
-            "message": message,
-        },
-    )
-
-
-def _log(rebalance: Rebalance, message: str) -> None:
-    rebalance.log = [*rebalance.log, {"ts": time.time(), "message": message}]
-    rebalance.save(update_fields=["log"])
-    _event(rebalance, message)
-
-
 # --- ratio changes and role switches --------------------------------------------------------------
+
+
+def _refresh_overrides(topology: Any) -> None:
+    """A replaced pod serves its template's role again: drop overrides that no longer hold."""
+    overrides_refresh(topology=topology)
 
 
 def _refuse_busy(topology: Any) -> None:
@@ -86,36 +63,6 @@ def _refuse_unhealthy_links(topology: Any) -> None:
         )
 
 
-def _create(
-    *,
-    topology: Any,
-    kind: str,
-    target: tuple[int, int],
-    moves: list[dict[str, Any]],
-    actor: Any,
-    params: dict[str, Any] | None = None,
-) -> Rebalance:
-    prefill, decode = selectors.effective_replicas(topology)
-    try:
-        with transaction.atomic():
-            rebalance = Rebalance.objects.create(
-                topology=topology,
-                kind=kind,
-                from_prefill=prefill,
-                from_decode=decode,
-                target_prefill=target[0],
-                target_decode=target[1],
-                moves=moves,
-                params=params or {},
-                requested_by_label=_actor_label(actor),
-            )
-    except IntegrityError:
-        raise Conflict(
-            "another rebalance of this topology started at the same moment", code="rebalance_busy"
-        ) from None
-    return rebalance
-
-
 @transaction.atomic
 def rebalance_ratio_start(
     *,
@@ -130,6 +77,7 @@ def rebalance_ratio_start(
     from topologies.models import Topology
 
     locked = Topology.objects.select_for_update().get(pk=topology.pk)
+    _refresh_overrides(locked)
     current = selectors.effective_replicas(locked)
     limits = selectors.topology_limits(locked)
     problems = target_problems(*current, prefill, decode, limits)
@@ -151,7 +99,7 @@ def rebalance_ratio_start(
             f"cannot set {prefill}P/{decode}D: {why}", code="ratio_refused", fields={"prefill": [why]}
         )
     moves = [m.as_dict() for m in plan_moves(*spec_current, *spec_target, limits)]
-    rebalance = _create(topology=locked, kind=kind, target=(prefill, decode), moves=moves, actor=actor)
+    rebalance = create(topology=locked, kind=kind, target=(prefill, decode), moves=moves, actor=actor)
     plan_text = ", then ".join(f"{m['role']} → {m['replicas']}" for m in moves)
     _log(
         rebalance,
@@ -195,6 +143,7 @@ def rebalance_switch_start(
         raise DomainError(f"unknown role {target_role!r}", fields={"target_role": ["use prefill or decode"]})
     locked = Topology.objects.select_for_update().get(pk=topology.pk)
     source_role = "decode" if target_role == "prefill" else "prefill"
+    _refresh_overrides(locked)
     prefill, decode = selectors.effective_replicas(locked)
     limits = selectors.topology_limits(locked)
     _refuse_busy(locked)
@@ -235,7 +184,7 @@ def rebalance_switch_start(
         )
     path = switch_path(locked.engine, locked.kv_connector, locked.backend)
     if path.name == "in_place":
-        return _switch_in_place_start(
+        return switch_in_place_start(
             topology=locked,
             instance=instance,
             source_role=source_role,
@@ -265,7 +214,7 @@ def rebalance_switch_start(
         {"role": target_role, "replicas": grown[0] if target_role == "prefill" else grown[1]},
         {"role": source_role, "replicas": target[0] if source_role == "prefill" else target[1]},
     ]
-    rebalance = _create(
+    rebalance = create(
         topology=locked,
         kind=RebalanceKind.SWITCH_RESTART,
         target=target,
@@ -293,60 +242,6 @@ def rebalance_switch_start(
         },
     )
     return rebalance_advance(rebalance=rebalance)
-
-
-def _switch_in_place_start(
-    *,
-    topology: Any,
-    instance: str,
-    source_role: str,
-    target_role: str,
-    target: tuple[int, int],
-    path_reason: str,
-    drain_timeout_seconds: float | None,
-    actor: Any,
-    source_ip: str | None,
-) -> Rebalance:
-    from django.conf import settings
-
-    drain = float(drain_timeout_seconds or settings.REBALANCE_DRAIN_TIMEOUT_SECONDS)
-    rebalance = _create(
-        topology=topology,
-        kind=RebalanceKind.SWITCH_IN_PLACE,
-        target=target,
-        moves=[],
-        actor=actor,
-        params={
-            "instance": instance,
-            "target_role": target_role,
-            "source_role": source_role,
-            "path": "in_place",
-            "why": path_reason,
-            "drain_timeout_seconds": drain,
-        },
-    )
-    _log(
-        rebalance,
-        f"Switch {instance} {source_role} → {target_role}, in place ({path_reason}): stop routing to it, "
-        f"drain (at most {drain:.0f} s), unlink, switch, re-link (decode initiates), verify, resume routing",
-    )
-    audit_record(
-        action="rebalancing.switch_role",
-        actor=actor,
-        target=topology,
-        source_ip=source_ip,
-        detail={
-            "rebalance": rebalance.pk,
-            "instance": instance,
-            "target_role": target_role,
-            "path": "in_place",
-            "text": f"{instance} → {target_role} (in place) by {rebalance.requested_by_label}",
-        },
-    )
-    from rebalancing.tasks import run_in_place_switch
-
-    run_in_place_switch.apply_async_on_commit((rebalance.pk,))
-    return rebalance
 
 
 def _pods_by_role(topology: Any) -> dict[str, str]:
@@ -384,7 +279,6 @@ def rebalance_advance(*, rebalance: Rebalance) -> Rebalance:
         return locked
     if locked.kind == RebalanceKind.SWITCH_IN_PLACE:
         # A worker carries it out (rebalance_in_place_run); re-enqueue it if that worker was lost.
-        from rebalancing.services.inplace import in_place_is_orphaned
         from rebalancing.tasks import run_in_place_switch
 
         if in_place_is_orphaned(locked):
@@ -434,32 +328,3 @@ def rebalance_advance(*, rebalance: Rebalance) -> Rebalance:
 
     advance_rebalance.apply_async_on_commit((locked.pk,), countdown=1)
     return locked
-
-
-def _finish(rebalance: Rebalance, *, ok: bool, message: str) -> Rebalance:
-    rebalance.state = RebalanceState.SUCCEEDED if ok else RebalanceState.FAILED
-    rebalance.finished = timezone.now()
-    rebalance.error = "" if ok else message
-    rebalance.save(update_fields=["state", "finished", "error"])
-    _log(rebalance, message)
-    seconds = (rebalance.finished - rebalance.created).total_seconds()
-    for decision in rebalance.decisions.all():
-        decision.outcome = Outcome.SUCCEEDED if ok else Outcome.FAILED
-        decision.outcome_detail = f"{message} in {seconds:.0f} s"
-        decision.save(update_fields=["outcome", "outcome_detail"])
-    config = PlannerConfig.objects.filter(topology=rebalance.topology).first()
-    if config is not None and rebalance.kind == RebalanceKind.PLANNER:
-        state = dict(config.state or {})
-        state["last_move_seconds"] = seconds
-        config.state = state
-        config.save(update_fields=["state"])
-    audit_record(
-        action="rebalancing.finished",
-        target=rebalance.topology,
-        detail={
-            "rebalance": rebalance.pk,
-            "ok": ok,
-            "text": f"rebalance {'done' if ok else 'failed'}: {message}",
-        },
-    )
-    return rebalance
