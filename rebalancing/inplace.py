@@ -1,7 +1,7 @@
-"""The in-place role switch, the pure parts: who the instance's peers are, the MindIE role-assignment
-bodies Tandem sends, and what an engine's status answer means.
+"""The in-place role switch, the pure parts: the MindIE role-assignment bodies Tandem sends, and what
+MindIE's and SGLang's answers mean.
 
-An in-place switch of instance X from role A to role B (the executor is
+An in-place switch of instance X from role A to role B on MindIE (the executor is
 ``rebalancing.services.inplace``), each step logged on the Rebalance:
 
 1. stop routing: X's serving-role label becomes ``none`` (the router's pdGroup no longer matches it);
@@ -15,6 +15,11 @@ An in-place switch of instance X from role A to role B (the executor is
    prefill, every decode is given the prefills with X;
 6. verify: X reports ``RoleReady``, ``currentRole`` B and every expected link ``ok``;
 7. resume routing: X's serving-role label becomes B.
+
+On SGLang steps 3 to 5 are one call, ``POST /pd_role_switch {"new_role": B}`` (refused unless the
+instance is idle): the engine tears its KV transfer side down and rebuilds it for B itself, and a
+decode reaches a prefill through its bootstrap server per request, so there are no links to close or
+open from outside; the live role is in ``GET /server_info``.
 
 A failure at any step returns X to serving A: the same unlink / switch / re-link toward A, then the
 label back to A. Only the label changes on the pod, never its owner's role: Kthena keeps counting X as
@@ -90,3 +95,31 @@ def engine_refusal(status_code: int, body: Any) -> tuple[str, str]:
             message = f"{message} (open links: {', '.join(map(str, links))})"
         return code or f"http_{status_code}", message or f"HTTP {status_code}"
     return f"http_{status_code}", f"HTTP {status_code}"
+
+
+# --- SGLang: POST /pd_role_switch; the engine rebuilds its KV transfer side itself -----------------
+
+
+def sglang_busy(metrics_text: str) -> int | None:
+    """Requests running or queued on an SGLang instance, from its /metrics (None if it does not say)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total, seen = 0.0, False
+    try:
+        for family in text_string_to_metric_families(metrics_text):
+            for sample in family.samples:
+                if sample.name in ("sglang:num_running_reqs", "sglang:num_queue_reqs"):
+                    total += float(sample.value)
+                    seen = True
+    except ValueError:
+        return None
+    return int(total) if seen else None
+
+
+def sglang_live_role(info: Any) -> str | None:
+    """The role an SGLang instance serves now: its scheduler's state in /server_info (the server
+    arguments keep the launch role)."""
+    states = info.get("internal_states") if isinstance(info, dict) else None
+    state = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    mode = state.get("disaggregation_mode")
+    return str(mode) if mode in ("prefill", "decode") else None

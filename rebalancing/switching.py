@@ -16,9 +16,12 @@ What the engines themselves offer (from their own code and docs), and the path e
   and fixed at start-up; no in-place switch exists. Path: restart.
 - vllm-ascend with LLM-DataDist: the connector sets ``enable_switch_role`` but never calls
   ``switch_role``, so a served instance cannot change role through vLLM. Path: restart.
-- SGLang: a role switch (``--enable-pd-role-switch``, ``POST /pd_role_switch {"new_role"}``, refused
-  unless the instance is idle) exists only in pull requests and forks, not in a release, and Tandem
-  renders no such flag. Path: restart.
+- SGLang with the Mooncake transfer backend, on Kthena: **in place**. Started with
+  ``--enable-pd-role-switch`` (Tandem renders it, and the bootstrap port on both roles), SGLang serves
+  ``POST /pd_role_switch {"new_role"}``: refused (400, ``"success": false``) unless the instance is
+  idle, it tears the scheduler's disaggregation side (KV transfer manager, queues, prefix cache) down
+  and rebuilds it for the new role; the live role is ``internal_states[0].disaggregation_mode`` of
+  ``GET /server_info``. With NIXL, or on the plain backend, SGLang gets the restart path.
 
 The restart path, for every engine without an in-place switch: scale the target role up, wait until
 the new instance is Ready, then scale the other role down, which drains (terminating pods take no new
@@ -40,6 +43,7 @@ class SwitchPath:
 
 
 MINDIE_INTERFACE = "POST /v1/role/{role} and GET /v1/status on MindIE's management API"
+SGLANG_INTERFACE = "POST /pd_role_switch (idle instances only) and GET /server_info"
 
 
 def switch_path(engine: str, connector: str, backend: str = "kthena") -> SwitchPath:
@@ -56,10 +60,16 @@ def switch_path(engine: str, connector: str, backend: str = "kthena") -> SwitchP
             MINDIE_INTERFACE,
         )
     if engine == "sglang":
+        if connector == "mooncake" and backend == "kthena":
+            return SwitchPath(
+                "in_place",
+                "SGLang switches an idle instance's role at runtime (--enable-pd-role-switch)",
+                SGLANG_INTERFACE,
+            )
         return SwitchPath(
             "restart",
-            "SGLang's role switch (POST /pd_role_switch) is in no release, and Tandem renders no such flag",
-            "",
+            "Tandem starts SGLang able to switch role only with the Mooncake transfer backend on Kthena",
+            SGLANG_INTERFACE,
         )
     if engine == "vllm-ascend" and connector == "llm-datadist":
         return SwitchPath(

@@ -29,7 +29,15 @@ import kube
 from audit.services import audit_record
 from controlplane.api.errors import Conflict
 from kube.labels import NOT_SERVING, ROLE, SERVING_ROLE, serving_role, topology_selector
-from rebalancing.inplace import Instance, assignment, busy_count, engine_refusal, status_problem
+from rebalancing.inplace import (
+    Instance,
+    assignment,
+    busy_count,
+    engine_refusal,
+    sglang_busy,
+    sglang_live_role,
+    status_problem,
+)
 from rebalancing.models import Rebalance, RebalanceKind, RebalanceState, RoleOverride
 from rebalancing.services.steps import create
 from rebalancing.services.steps import finish as _finish
@@ -37,6 +45,12 @@ from rebalancing.services.steps import log_step as _log
 
 logger = logging.getLogger(__name__)
 POLL_SECONDS = 0.2
+# What "it serves" is checked by, per engine (MindIE: its status; SGLang: its health and live role).
+VERIFIED = {"mindie": "RoleReady, every link ok", "sglang": "healthy, its live role in /server_info"}
+PLAN = {
+    "mindie": "unlink, switch, re-link (decode initiates)",
+    "sglang": "switch (SGLang rebuilds its KV transfer side itself)",
+}
 
 
 def _step_timeout() -> float:
@@ -78,6 +92,22 @@ class _Engine:
             failure = kube.describe_proxy_failure(response.status, response.data)
             raise StepFailed(f"{method} {path} on {pod}: {failure}", "proxy_failed")
         return response.status, data
+
+    def text(self, pod: str, path: str) -> str:
+        try:
+            response = kube.pod_proxy_get(self.conn, self.namespace, pod, self.port, path)
+        except kube.KubeError as error:
+            raise StepFailed(f"{pod} cannot be reached: {error}", "cluster_unreachable") from None
+        if response.status != 200:
+            failure = kube.describe_proxy_failure(response.status, response.data)
+            raise StepFailed(f"GET {path} on {pod}: {failure}", "engine_status_failed")
+        return response.data.decode("utf-8", "replace")
+
+    def busy(self, inst: Instance) -> int | None:
+        """Requests running or waiting on the instance, as its engine reports them."""
+        if self.topology.engine == "sglang":
+            return sglang_busy(self.text(inst.name, "/metrics"))
+        return busy_count(self.status(inst.name))
 
     def status(self, pod: str) -> dict[str, Any]:
         code, body = self.call(pod, "GET", "/v1/status")
@@ -168,7 +198,7 @@ def switch_in_place_start(
     _log(
         rebalance,
         f"Switch {instance} {source_role} → {target_role}, in place ({path_reason}): stop routing to it, "
-        f"drain (at most {drain:.0f} s), unlink, switch, re-link (decode initiates), verify, resume routing",
+        f"drain (at most {drain:.0f} s), {PLAN.get(topology.engine, PLAN['mindie'])}, verify, resume routing",
     )
     audit_record(
         action="rebalancing.switch_role",
@@ -300,12 +330,59 @@ def _move(engine: _Engine, rebalance: Rebalance, inst: Instance, to_role: str) -
     )
 
 
+def _move_sglang(engine: _Engine, rebalance: Rebalance, inst: Instance, to_role: str) -> None:
+    """``POST /pd_role_switch``: SGLang rebuilds its KV transfer side for the new role itself."""
+    code, info = engine.call(inst.name, "GET", "/server_info")
+    current = sglang_live_role(info) if code == 200 else None
+    if current is None:
+        raise StepFailed(f"{inst.name} does not say which role it serves (GET /server_info: HTTP {code})")
+    if current != to_role:
+        started = time.monotonic()
+        # SGLang refuses unless fully idle, which also counts KV still in transfer: retry that refusal
+        # for as long as the drain may take.
+        deadline = started + float(rebalance.params.get("drain_timeout_seconds") or 30)
+        while True:
+            code, answer = engine.call(inst.name, "POST", "/pd_role_switch", {"new_role": to_role})
+            if code == 200 and isinstance(answer, dict) and answer.get("success"):
+                break
+            message = str(answer.get("message") or "") if isinstance(answer, dict) else ""
+            if "not idle" in message and time.monotonic() < deadline:
+                time.sleep(POLL_SECONDS)
+                continue
+            raise StepFailed(
+                f"{inst.name} refused POST /pd_role_switch: {message or f'HTTP {code}'}", "sglang_refused"
+            )
+        _beat(rebalance)
+        _log(
+            rebalance,
+            f"Switched {inst.name} {current} → {to_role} (POST /pd_role_switch, "
+            f"{time.monotonic() - started:.1f} s): SGLang tore its KV transfer side down and rebuilt it; "
+            "decodes reach a prefill through its bootstrap server per request, so no links are closed or "
+            "opened from outside",
+        )
+    code, info = engine.call(inst.name, "GET", "/server_info")
+    if code != 200 or sglang_live_role(info) != to_role:
+        raise StepFailed(f"{inst.name} does not report {to_role} after the switch", "engine_not_ready")
+    code, _ = engine.call(inst.name, "GET", "/health")
+    if code != 200:
+        raise StepFailed(
+            f"{inst.name} answers HTTP {code} to GET /health after the switch", "engine_not_ready"
+        )
+
+
+def _relocate(engine: _Engine, rebalance: Rebalance, inst: Instance, to_role: str) -> None:
+    if engine.topology.engine == "sglang":
+        _move_sglang(engine, rebalance, inst, to_role)
+    else:
+        _move(engine, rebalance, inst, to_role)
+
+
 def _drain(engine: _Engine, rebalance: Rebalance, inst: Instance, timeout: float) -> None:
     started = time.monotonic()
     idle_reads = 0
     left: int | None = None
     while idle_reads < 2:
-        left = busy_count(engine.status(inst.name))
+        left = engine.busy(inst)
         idle_reads = idle_reads + 1 if left == 0 else 0
         if idle_reads < 2:
             if time.monotonic() - started > timeout:
@@ -324,7 +401,7 @@ def _restore(engine: _Engine, rebalance: Rebalance, inst: Instance, old: str, to
     """Return ``inst`` to serving ``old``; '' when it does, else why it stays out of routing."""
     try:
         if touched:
-            _move(engine, rebalance, inst, old)
+            _relocate(engine, rebalance, inst, old)
         engine.relabel(inst.name, old)
     except StepFailed as error:
         return error.message
@@ -356,8 +433,8 @@ def rebalance_in_place_run(*, rebalance_id: int) -> str:
         _log(rebalance, f"Stopped routing new requests to {name} (serving-role label → {NOT_SERVING})")
         _drain(engine, rebalance, inst, float(params.get("drain_timeout_seconds") or 30))
         touched = True
-        _move(engine, rebalance, inst, target)
-        _log(rebalance, f"Verified: {name} reports RoleReady as {target} with every link ok")
+        _relocate(engine, rebalance, inst, target)
+        _log(rebalance, f"Verified: {name} serves {target} ({VERIFIED.get(rebalance.topology.engine, '')})")
         engine.relabel(name, target)
     except Exception as exc:  # whatever went wrong, the instance goes back to its old role
         if isinstance(exc, StepFailed):

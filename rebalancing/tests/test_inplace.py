@@ -12,6 +12,8 @@ from rebalancing.inplace import (
     busy_count,
     engine_refusal,
     instance_id,
+    sglang_busy,
+    sglang_live_role,
     status_problem,
 )
 from rebalancing.models import RoleOverride
@@ -28,10 +30,12 @@ DECODE = Instance("demo-0-decode-0-0", "10.0.0.3", "decode", "decode")
         ("mindie", "llm-datadist", "deployments", "restart"),
         ("vllm", "nixl", "kthena", "restart"),
         ("vllm-ascend", "llm-datadist", "kthena", "restart"),
-        ("sglang", "mooncake", "kthena", "restart"),
+        ("sglang", "mooncake", "kthena", "in_place"),
+        ("sglang", "nixl", "kthena", "restart"),
+        ("sglang", "mooncake", "deployments", "restart"),
     ],
 )
-def test_only_mindie_on_kthena_switches_in_place(engine, connector, backend, path):
+def test_mindie_and_sglang_with_mooncake_on_kthena_switch_in_place(engine, connector, backend, path):
     chosen = switch_path(engine, connector, backend)
     assert chosen.name == path and chosen.reason
 
@@ -109,3 +113,17 @@ def test_the_panel_shows_the_served_split_and_what_serves_out_of_its_template_ro
     assert "2P / 1D" in panel
     assert "t-0-decode-1-0 serves prefill, its template decode" in panel
     assert "a replaced pod comes back in its template's role" in panel
+
+
+def test_sglang_busy_and_live_role_come_from_its_metrics_and_server_info():
+    text = (
+        "# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{engine_type="decode"} 2.0\n'
+        "# TYPE sglang:num_queue_reqs gauge\n"
+        'sglang:num_queue_reqs{engine_type="decode"} 1.0\n'
+    )
+    assert sglang_busy(text) == 3
+    assert sglang_busy("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1.0\n") is None
+    info = {"disaggregation_mode": "prefill", "internal_states": [{"disaggregation_mode": "decode"}]}
+    assert sglang_live_role(info) == "decode"
+    assert sglang_live_role({"internal_states": []}) is None
