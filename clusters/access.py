@@ -38,7 +38,7 @@ RENDERED_VERBS = ("delete", "get", "patch")
 DEPLOY_JOBS = (PREFLIGHT, DEPLOY, REMOVE, DRIFT, DIAGNOSE)
 PROXY_SOURCE = "the API-server proxy metrics source"
 REBALANCE = "in-place role switch"
-IN_PLACE = "in-place role switches (MindIE with LLM-DataDist on Kthena)"
+IN_PLACE = "in-place role switches (MindIE with LLM-DataDist, SGLang with Mooncake, on Kthena)"
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ PERMISSIONS: tuple[Permission, ...] = (
         "",
         "pods/proxy",
         ("get", "create"),
-        "drain, unlink, switch and re-link an instance through its engine's management API",
+        "drain, unlink, switch and re-link an instance through its engine's switch interface",
         (REBALANCE,),
         IN_PLACE,
     ),

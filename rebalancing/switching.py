@@ -21,7 +21,8 @@ What the engines themselves offer (from their own code and docs), and the path e
   ``POST /pd_role_switch {"new_role"}``: refused (400, ``"success": false``) unless the instance is
   idle, it tears the scheduler's disaggregation side (KV transfer manager, queues, prefix cache) down
   and rebuilds it for the new role; the live role is ``internal_states[0].disaggregation_mode`` of
-  ``GET /server_info``. With NIXL, or on the plain backend, SGLang gets the restart path.
+  ``GET /server_info``. With NIXL, or on the plain backend, SGLang gets the restart path (this
+  mirrors ``topologies.render.engine.sglang_role_switch``, which decides what the pods start with).
 
 The restart path, for every engine without an in-place switch: scale the target role up, wait until
 the new instance is Ready, then scale the other role down, which drains (terminating pods take no new
