@@ -37,6 +37,8 @@ GRANT = "granted onward"  # held only so a rendered Role may grant it (never cal
 RENDERED_VERBS = ("delete", "get", "patch")
 DEPLOY_JOBS = (PREFLIGHT, DEPLOY, REMOVE, DRIFT, DIAGNOSE)
 PROXY_SOURCE = "the API-server proxy metrics source"
+REBALANCE = "in-place role switch"
+IN_PLACE = "in-place role switches (MindIE with LLM-DataDist, SGLang with Mooncake, on Kthena)"
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,23 @@ PERMISSIONS: tuple[Permission, ...] = (
         "scrape router metrics through the API server",
         (TELEMETRY,),
         PROXY_SOURCE,
+    ),
+    # Only for engines switched in place (rebalancing/switching.py says which).
+    Permission(
+        "",
+        "pods",
+        ("patch",),
+        "relabel an instance's serving role: stop routing to it, then route it as its new role",
+        (REBALANCE,),
+        IN_PLACE,
+    ),
+    Permission(
+        "",
+        "pods/proxy",
+        ("get", "create"),
+        "drain, unlink, switch and re-link an instance through its engine's switch interface",
+        (REBALANCE,),
+        IN_PLACE,
     ),
 )
 

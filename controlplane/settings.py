@@ -433,6 +433,10 @@ KUBE_CALL_DEADLINE_SECONDS = env_seconds("KUBE_CALL_DEADLINE_SECONDS", 45.0, min
 PLANNER_INTERVAL_SECONDS = float(env_str("PLANNER_INTERVAL_SECONDS", "5"))
 if PLANNER_INTERVAL_SECONDS < 1:
     raise ConfigError("PLANNER_INTERVAL_SECONDS must be at least 1 (seconds)")
+# How long an in-place role switch waits for the instance's in-flight requests before giving up.
+REBALANCE_DRAIN_TIMEOUT_SECONDS = env_seconds("REBALANCE_DRAIN_TIMEOUT_SECONDS", 30.0, minimum=1)
+# How long one step of an in-place switch (a role assignment: its links, the switch itself) may take.
+REBALANCE_STEP_TIMEOUT_SECONDS = env_seconds("REBALANCE_STEP_TIMEOUT_SECONDS", 30.0, minimum=1)
 CELERY_BEAT_SCHEDULE["rebalancing-planner-tick"] = {
     "task": "rebalancing.tasks.planner_tick_all",
     "schedule": PLANNER_INTERVAL_SECONDS,

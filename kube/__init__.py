@@ -31,6 +31,8 @@ Public API (import from ``kube``)::
     rules_review(conn, namespace) -> RulesReview(resource_rules, incomplete)  # SelfSubjectRulesReview
     list_nodes(conn) -> list[NodeInfo]            # accelerator capacity / allocatable / in use per node
     pod_proxy_get(conn, namespace, pod, port, path) -> Response  # GET through the pods proxy (any status)
+    pod_proxy_post(conn, namespace, pod, port, path, body) -> Response  # POST JSON likewise, never retried
+    patch_pod_labels(conn, namespace, pod, labels) -> None  # merge-patch a running pod's labels
     proxy_transport(conn) -> ProxyTransport       # URLs, auth header and TLS context for async proxy calls
     describe_proxy_failure(status, body) -> str   # "403 from API server, grant get on pods/proxy ..."
     sample_running_pods(conn, namespace=None) -> list[ProxyPod]  # a few Running pods with IP and port
@@ -73,13 +75,22 @@ from kube.proxy import (
     ProxyTransport,
     describe_proxy_failure,
     pod_proxy_get,
+    pod_proxy_post,
     proxy_transport,
     sample_running_pods,
     service_external_url,
     service_ingress,
 )
 from kube.resources import apply_objects, delete_object, get_object, list_objects, scale, update_object
-from kube.workloads import EventInfo, PodInfo, list_events, list_pods, pod_log_lines, pod_log_tail
+from kube.workloads import (
+    EventInfo,
+    PodInfo,
+    list_events,
+    list_pods,
+    patch_pod_labels,
+    pod_log_lines,
+    pod_log_tail,
+)
 
 __all__ = [
     "AccessCheck",
@@ -113,9 +124,11 @@ __all__ = [
     "list_nodes",
     "list_objects",
     "list_pods",
+    "patch_pod_labels",
     "pod_log_lines",
     "pod_log_tail",
     "pod_proxy_get",
+    "pod_proxy_post",
     "proxy_transport",
     "request",
     "rules_review",

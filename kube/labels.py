@@ -13,6 +13,12 @@ TOPOLOGY = "tandem.io/topology"  # topology id
 REVISION = "tandem.io/revision"  # revision number
 ROLE = "tandem.io/role"  # prefill | decode | router
 TEMPLATE_HASH = "tandem.io/template-hash"  # content hash of the role's pod template
+# The role a pod serves now, which the P/D router selects by (Kthena's pdGroup labels). Pods start with
+# their template's role; an in-place role switch patches only this label on the running pod (first to
+# NOT_SERVING to stop routing, then to the new role), never ROLE or the owner's labels, so the
+# orchestrator still counts the pod in its template's role and a replaced pod comes back with that role.
+SERVING_ROLE = "tandem.io/serving-role"  # prefill | decode | none
+NOT_SERVING = "none"
 FIELD_MANAGER = "tandem"
 
 # Labels Kthena's ModelServing controller puts on the pods it creates.
@@ -29,7 +35,15 @@ def topology_labels(topology_id: int, revision: int) -> dict[str, str]:
 
 def pod_template_labels(topology_id: int, role: str) -> dict[str, str]:
     """Labels of a role's pod template, before the renderer adds TEMPLATE_HASH."""
-    return {MANAGED_BY: MANAGED_BY_VALUE, TOPOLOGY: str(topology_id), ROLE: role}
+    out = {MANAGED_BY: MANAGED_BY_VALUE, TOPOLOGY: str(topology_id), ROLE: role}
+    if role in ("prefill", "decode"):
+        out[SERVING_ROLE] = role
+    return out
+
+
+def serving_role(pod_labels: dict[str, str]) -> str:
+    """The role a pod serves now: its serving-role label, else (pods rendered before it) its role."""
+    return pod_labels.get(SERVING_ROLE) or pod_labels.get(ROLE) or pod_labels.get(KTHENA_ROLE) or ""
 
 
 def topology_selector(topology_id: int) -> str:

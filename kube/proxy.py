@@ -69,6 +69,24 @@ def pod_proxy_get(conn: ClusterConnection, namespace: str, pod: str, port: int |
     )
 
 
+def pod_proxy_post(
+    conn: ClusterConnection, namespace: str, pod: str, port: int | str, path: str, body: dict[str, object]
+) -> Response:
+    """POST a JSON body through the pods proxy (needs ``create`` on ``pods/proxy``): every status is
+    returned; connection errors raise KubeError. Never retried: the call may change the engine."""
+    return request(
+        conn,
+        "POST",
+        pod_proxy_path(namespace, pod, port, path),
+        body=body,
+        accept="*/*",
+        action=f"POST {path} to pod {namespace}/{pod} through the API server",
+        timeout=PROBE_TIMEOUT,
+        policy=_NO_RETRY,
+        allow=tuple(range(300, 600)),
+    )
+
+
 @dataclass(frozen=True)
 class ProxyTransport:
     """What an async HTTP client needs to call the proxy of one cluster (secrets kept out of repr)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import quote
 
 from kube.client import ClusterConnection, request
 from kube.retry import RetryPolicy
@@ -206,3 +207,15 @@ def pod_log_lines(
         policy=NO_RETRY,
     )
     return response.data.decode("utf-8", "replace").splitlines()
+
+
+def patch_pod_labels(conn: ClusterConnection, namespace: str, pod: str, labels: dict[str, str]) -> None:
+    """Set labels on one running pod by JSON merge patch (needs ``patch`` on ``pods``)."""
+    request(
+        conn,
+        "PATCH",
+        f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(pod, safe='')}",
+        body={"metadata": {"labels": labels}},
+        content_type="application/merge-patch+json",
+        action=f"relabel pod {namespace}/{pod}",
+    )

@@ -106,6 +106,9 @@ class Rebalance(models.Model):
     error = models.TextField(blank=True)
     created = models.DateTimeField(auto_now_add=True)
     finished = models.DateTimeField(null=True, blank=True)
+    heartbeat = models.DateTimeField(
+        null=True, blank=True, help_text="In-place switches: set by the worker that claimed it, at each step."
+    )
 
     class Meta:
         ordering = ["-created", "-id"]
@@ -121,3 +124,29 @@ class Rebalance(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state == RebalanceState.RUNNING
+
+
+class RoleOverride(models.Model):
+    """A running pod that serves another role than its template's, after an in-place switch.
+
+    The orchestrator (Kthena's ModelServing) still counts the pod in its template role; Tandem routes
+    it by its serving-role label. The effective split is the spec's plus these overrides; an override
+    ends when the pod is switched back or replaced (a new pod starts with its template's role)."""
+
+    topology = models.ForeignKey(
+        "topologies.Topology", on_delete=models.CASCADE, related_name="role_overrides"
+    )
+    pod = models.CharField(max_length=253)
+    template_role = models.CharField(max_length=16)
+    serving_role = models.CharField(max_length=16)
+    rebalance = models.ForeignKey(
+        "rebalancing.Rebalance", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["pod"]
+        constraints = [models.UniqueConstraint(fields=["topology", "pod"], name="one_override_per_pod")]
+
+    def __str__(self) -> str:
+        return f"{self.pod}: {self.template_role} serving {self.serving_role}"

@@ -77,7 +77,7 @@ class Observation:
     """What the planner sees at one interval (latencies in ms; None = no data)."""
 
     ts: float
-    prefill: int  # current replicas per role (the desired spec)
+    prefill: int  # current replicas per role (the spec moved by in-place switches: the served split)
     decode: int
     ttft_p95_ms: float | None
     tbt_p95_ms: float | None

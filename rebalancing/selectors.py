@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import QuerySet
 from django.urls import reverse
 
-from rebalancing.models import Decision, PlannerConfig, PlannerMode, Rebalance, RebalanceState
+from rebalancing.models import Decision, PlannerConfig, PlannerMode, Rebalance, RebalanceState, RoleOverride
 from rebalancing.observe import observation_from_snapshot
 from rebalancing.policy import Limits, Observation, Params
 
@@ -19,6 +19,29 @@ def role_replicas(spec: dict[str, Any]) -> tuple[int, int]:
     return int((roles.get("prefill") or {}).get("replicas", 0)), int(
         (roles.get("decode") or {}).get("replicas", 0)
     )
+
+
+def override_list(*, topology: Any) -> QuerySet[RoleOverride]:
+    return RoleOverride.objects.filter(topology=topology)
+
+
+def override_delta(topology: Any) -> tuple[int, int]:
+    """How in-place switches move the split away from the spec's: (prefill, decode) instances."""
+    prefill = decode = 0
+    for override in override_list(topology=topology):
+        if override.template_role == override.serving_role:
+            continue
+        step = 1 if override.serving_role == "prefill" else -1
+        prefill, decode = prefill + step, decode - step
+    return prefill, decode
+
+
+def effective_replicas(topology: Any) -> tuple[int, int]:
+    """The split the topology serves with: the spec's replicas per role, moved by in-place switches
+    (the orchestrator still counts a switched pod in its template's role)."""
+    prefill, decode = role_replicas(topology.spec)
+    dp, dd = override_delta(topology)
+    return prefill + dp, decode + dd
 
 
 def planner_config(topology: Any) -> PlannerConfig:
@@ -78,7 +101,7 @@ def observation(topology: Any, *, now: float | None = None) -> Observation:
     """What the planner sees now: the latest telemetry snapshot, the desired split, busy state."""
     from telemetry.selectors import latest_snapshot
 
-    prefill, decode = role_replicas(topology.spec)
+    prefill, decode = effective_replicas(topology)
     return observation_from_snapshot(
         latest_snapshot(topology_id=topology.pk),
         prefill=prefill,
@@ -107,7 +130,7 @@ def topology_panel_context(topology: Any, request: Any = None) -> dict[str, Any]
     from accounts.roles import Role
 
     config = planner_config(topology)
-    prefill, decode = role_replicas(topology.spec)
+    prefill, decode = effective_replicas(topology)
     limits = topology_limits(topology, config)
     user = getattr(request, "user", None)
     return {
@@ -117,6 +140,7 @@ def topology_panel_context(topology: Any, request: Any = None) -> dict[str, Any]
             "limits": limits,
             "prefill": prefill,
             "decode": decode,
+            "overrides": list(override_list(topology=topology)),
             "decisions": list(decision_list(topology=topology)[:20]),
             "rebalances": list(rebalance_list(topology=topology)[:5]),
             "active": active_rebalance(topology),

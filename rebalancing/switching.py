@@ -1,21 +1,32 @@
 """Which role-switch path an engine gets, and which instance a scale-down removes (pure where it can be).
 
-What the engines themselves offer (from their own code and docs):
+What the engines themselves offer (from their own code and docs), and the path each gets:
 
+- MindIE with LLM-DataDist (inferMode "dmi"), on Kthena: **in place**. Its management API assigns a
+  running instance its P/D role and its peers: ``POST /v1/role/{prefill|decode}`` with
+  ``{"local": {...}, "peers": [...]}`` (MindIE-LLM's ``DmiRole``; its Controller uses it), the peer
+  list being the whole set to be linked with (missing peers are unlinked, new ones linked); progress
+  and link state are in ``GET /v1/status`` (``roleStatus`` RoleReady/RoleSwitching, ``currentRole``,
+  ``linkStatus.peers``). Underneath, LLM-DataDist's ``switch_role`` refuses with ``LLM_EXIST_LINK``
+  while links are open, so Tandem closes them first. Tandem routes by its own serving-role label
+  (``kube.labels.SERVING_ROLE``), so the switch relabels the pod and leaves the ModelServing alone;
+  ``rebalancing.inplace`` has the steps. On the plain-Deployments backend the router selects pods
+  by their Deployment's role, so MindIE gets the restart path there.
 - vLLM (NIXL, Mooncake, LMCache, P2P NCCL connectors): ``kv_role`` is part of ``--kv-transfer-config``
-  and fixed at start-up; no in-place switch exists (an RFC and PR are open upstream). Path: restart.
+  and fixed at start-up; no in-place switch exists. Path: restart.
 - vllm-ascend with LLM-DataDist: the connector sets ``enable_switch_role`` but never calls
   ``switch_role``, so a served instance cannot change role through vLLM. Path: restart.
-- SGLang: ``--enable-pd-role-switch`` and ``POST /pd_role_switch``, refused unless the instance is
-  idle. MindIE: ``POST /v1/role/{role}`` on its management API (used by its Controller to assign
-  P/D identity). LLM-DataDist itself: ``switch_role(role, options)``, refused with ``LLM_EXIST_LINK``
-  while links are open.
+- SGLang with the Mooncake transfer backend, on Kthena: **in place**. Started with
+  ``--enable-pd-role-switch`` (Tandem renders it, and the bootstrap port on both roles), SGLang serves
+  ``POST /pd_role_switch {"new_role"}``: refused (400, ``"success": false``) unless the instance is
+  idle, it tears the scheduler's disaggregation side (KV transfer manager, queues, prefix cache) down
+  and rebuilds it for the new role; the live role is ``internal_states[0].disaggregation_mode`` of
+  ``GET /server_info``. With NIXL, or on the plain backend, SGLang gets the restart path (this
+  mirrors ``topologies.render.engine.sglang_role_switch``, which decides what the pods start with).
 
-Orchestrators (Kthena's ModelServing, plain Deployments) fix a pod's role by the role (or Deployment)
-it belongs to; an instance switched in place would still count as a replica of its old role. So
-Tandem carries a switch out, for every engine, as the restart-based path: scale the target role up,
-wait until the new instance is Ready, then scale the other role down, which drains (terminating pods
-take no new requests and finish in-flight ones within the grace period) and removes the instance.
+The restart path, for every engine without an in-place switch: scale the target role up, wait until
+the new instance is Ready, then scale the other role down, which drains (terminating pods take no new
+requests and finish in-flight ones within the grace period) and removes the instance.
 """
 
 from __future__ import annotations
@@ -27,23 +38,39 @@ from typing import Any
 
 @dataclass(frozen=True)
 class SwitchPath:
-    name: str  # restart
+    name: str  # in_place | restart
     reason: str
     in_place_interface: str  # what the engine offers in place ("" when nothing)
 
 
-def switch_path(engine: str, connector: str) -> SwitchPath:
-    if engine == "sglang":
+MINDIE_INTERFACE = "POST /v1/role/{role} and GET /v1/status on MindIE's management API"
+SGLANG_INTERFACE = "POST /pd_role_switch (idle instances only) and GET /server_info"
+
+
+def switch_path(engine: str, connector: str, backend: str = "kthena") -> SwitchPath:
+    if engine == "mindie" and connector == "llm-datadist":
+        if backend == "kthena":
+            return SwitchPath(
+                "in_place",
+                "MindIE reassigns a running instance's role and links through its management API",
+                MINDIE_INTERFACE,
+            )
         return SwitchPath(
             "restart",
-            "SGLang offers POST /pd_role_switch, but the orchestrator fixes a pod's role by its replica set",
-            "POST /pd_role_switch (idle instances only)",
+            "the plain backend's router selects pods by their Deployment's role, which a running pod keeps",
+            MINDIE_INTERFACE,
         )
-    if engine == "mindie":
+    if engine == "sglang":
+        if connector == "mooncake" and backend == "kthena":
+            return SwitchPath(
+                "in_place",
+                "SGLang switches an idle instance's role at runtime (--enable-pd-role-switch)",
+                SGLANG_INTERFACE,
+            )
         return SwitchPath(
             "restart",
-            "MindIE offers POST /v1/role/{role}, but the orchestrator fixes a pod's role by its replica set",
-            "POST /v1/role/{role}",
+            "Tandem starts SGLang able to switch role only with the Mooncake transfer backend on Kthena",
+            SGLANG_INTERFACE,
         )
     if engine == "vllm-ascend" and connector == "llm-datadist":
         return SwitchPath(

@@ -1,4 +1,4 @@
-"""Thin Celery tasks: the planner's interval tick, and moving a rebalance on."""
+"""Thin Celery tasks: the planner's interval tick, moving a rebalance on, and running an in-place switch."""
 
 from __future__ import annotations
 
@@ -28,3 +28,11 @@ def advance_rebalance(self: Task, rebalance_id: int) -> str:
     if after.is_active and (after.next_move, after.deployment_id) == before:
         raise self.retry(countdown=1)
     return after.state
+
+
+@shared_task(name="rebalancing.tasks.run_in_place_switch", ignore_result=True)
+def run_in_place_switch(rebalance_id: int) -> str:
+    """Carry out an in-place role switch (one worker claims it; a second delivery is a no-op)."""
+    from rebalancing.services.inplace import rebalance_in_place_run
+
+    return rebalance_in_place_run(rebalance_id=rebalance_id)

@@ -17,7 +17,7 @@ from django.utils import timezone
 import kube
 from audit.services import audit_record
 from controlplane.broadcast import broadcast_on_commit, overview_group, topology_group
-from kube.labels import KTHENA_ROLE, ROLE
+from kube.labels import NOT_SERVING, ROLE, serving_role
 from telemetry import cache, selectors
 from telemetry.assemble import PodTarget, build_snapshot
 from telemetry.collect import apply_source_problem, collect_results, remembered_problem, source_problem
@@ -40,10 +40,15 @@ _series_epochs: dict[int, int] = {}
 
 
 def pod_targets(pods: Iterable[kube.PodInfo]) -> list[PodTarget]:
-    """The pods worth scraping: not being deleted, not the router; role from Tandem's or Kthena's label."""
+    """The pods worth scraping: not being deleted, not the router; role from Tandem's serving-role label
+    (else its role label or Kthena's)."""
     targets = []
     for pod in pods:
-        role = pod.labels.get(ROLE) or pod.labels.get(KTHENA_ROLE) or "both"
+        # The role it serves now (an in-place switch relabels it); mid-switch, its template's role.
+        role = serving_role(pod.labels)
+        if role == NOT_SERVING:
+            role = pod.labels.get(ROLE) or ""
+        role = role or "both"
         if pod.deletion_pending or role in SKIPPED_ROLES:
             continue
         targets.append(

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from clusters.access import (
+    IN_PLACE,
     PERMISSIONS,
     PROXY_SOURCE,
     RENDERED_VERBS,
@@ -78,9 +79,11 @@ def test_namespace_creation_by_server_side_apply_needs_patch() -> None:
 
 
 def test_proxy_rows_are_marked_as_needed_only_by_that_source() -> None:
-    optional = {(n.verb, n.resource) for n in REQUIRED_ACCESS if n.only_for}
-    assert optional == {("get", "pods/proxy"), ("create", "pods/proxy"), ("get", "services/proxy")}
-    assert all(n.only_for == PROXY_SOURCE for n in REQUIRED_ACCESS if n.only_for)
+    proxy = {(n.verb, n.resource) for n in REQUIRED_ACCESS if n.only_for == PROXY_SOURCE}
+    assert proxy == {("get", "pods/proxy"), ("create", "pods/proxy"), ("get", "services/proxy")}
+    in_place = {(n.verb, n.resource) for n in REQUIRED_ACCESS if n.only_for == IN_PLACE}
+    assert in_place == {("patch", "pods"), ("get", "pods/proxy"), ("create", "pods/proxy")}
+    assert {n.only_for for n in REQUIRED_ACCESS if n.only_for} == {PROXY_SOURCE, IN_PLACE}
     assert ("get", "", "pods/log") in {n.key for n in REQUIRED_ACCESS if not n.only_for}
 
 

@@ -12,6 +12,13 @@ class SwitchRoleInputSerializer(serializers.Serializer[dict[str, Any]]):
         max_length=253, help_text="The pod to switch, e.g. demo-0-decode-1-0."
     )
     target_role = serializers.ChoiceField(choices=["prefill", "decode"])
+    drain_timeout_seconds = serializers.FloatField(
+        required=False,
+        min_value=1,
+        max_value=3600,
+        help_text="In-place switches: how long to wait for in-flight requests (default "
+        "REBALANCE_DRAIN_TIMEOUT_SECONDS); the restart-based path drains within the pod's grace period.",
+    )
 
 
 class RatioInputSerializer(serializers.Serializer[dict[str, Any]]):

@@ -44,8 +44,9 @@ class _OnTopology(GenericAPIView[Topology]):
 @extend_schema(request=SwitchRoleInputSerializer, responses={202: RebalanceSerializer})
 class TopologySwitchRole(_OnTopology):
     serializer_class = SwitchRoleInputSerializer  # type: ignore[assignment]
-    """Switch one running instance to the other role (restart-based: the new instance is Ready before the
-    named one is drained and removed). 400/409 say why a switch is refused."""
+    """Switch one running instance to the other role: in place where the engine can (MindIE on Kthena:
+    drain, unlink, switch, re-link, each step in the rebalance's log), else restart-based (the new
+    instance is Ready before the named one is drained and removed). 400/409 say why a switch is refused."""
 
     def post(self, request: Request, pk: int) -> Response:
         topology = self.topology(pk)
@@ -57,6 +58,7 @@ class TopologySwitchRole(_OnTopology):
             target_role=data.validated_data["target_role"],
             actor=request.user,
             source_ip=client_ip(request),
+            drain_timeout_seconds=data.validated_data.get("drain_timeout_seconds"),
         )
         return Response(RebalanceSerializer(rebalance).data, status=status.HTTP_202_ACCEPTED)
 

@@ -22,6 +22,7 @@ from rebalancing.models import (
     RebalanceKind,
     RebalanceState,
 )
+from rebalancing.services.inplace import overrides_refresh
 from rebalancing.services.rebalances import rebalance_advance, rebalance_ratio_start
 
 PARAM_LIMITS: dict[str, tuple[float, float]] = {
@@ -131,6 +132,7 @@ def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision
         return None
     topology = locked.topology
     now = time.time() if now is None else now
+    overrides_refresh(topology=topology)
     params = selectors.planner_params(locked)
     limits = selectors.topology_limits(topology, locked)
     obs = selectors.observation(topology, now=now)

@@ -1,25 +1,24 @@
-"""Writes: ratio changes and restart-based role switches, run as deployments scale jobs one move at a time."""
+"""Writes: ratio changes and restart-based role switches, run as deployments scale jobs one move at a time,
+and the start of in-place role switches (carried out by ``rebalancing.services.inplace``)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.db import transaction
 
 from audit.services import audit_record
 from controlplane.api.errors import Conflict, DomainError
-from controlplane.broadcast import broadcast_on_commit, topology_group
 from rebalancing import policy, selectors
 from rebalancing.models import (
-    Outcome,
-    PlannerConfig,
     Rebalance,
     RebalanceKind,
-    RebalanceState,
 )
 from rebalancing.moves import plan_moves, target_problems
+from rebalancing.services.inplace import in_place_is_orphaned, overrides_refresh, switch_in_place_start
+from rebalancing.services.steps import create
+from rebalancing.services.steps import finish as _finish
+from rebalancing.services.steps import log_step as _log
 from rebalancing.switching import switch_path, victim_problem
 
 PARAM_LIMITS: dict[str, tuple[float, float]] = {
@@ -36,33 +35,12 @@ PARAM_LIMITS: dict[str, tuple[float, float]] = {
 }
 
 
-def _actor_label(actor: Any) -> str:
-    if actor is not None and getattr(actor, "is_authenticated", False):
-        return str(actor.get_username())
-    return "planner"
-
-
-def _event(rebalance: Rebalance, message: str) -> None:
-    broadcast_on_commit(
-        topology_group(rebalance.topology_id),
-        {
-            "kind": "rebalance",
-            "id": rebalance.pk,
-            "topology": rebalance.topology_id,
-            "state": rebalance.state,
-            "target": {"prefill": rebalance.target_prefill, "decode": rebalance.target_decode},
-            "message": message,
-        },
-    )
-
-
-def _log(rebalance: Rebalance, message: str) -> None:
-    rebalance.log = [*rebalance.log, {"ts": time.time(), "message": message}]
-    rebalance.save(update_fields=["log"])
-    _event(rebalance, message)
-
-
 # --- ratio changes and role switches --------------------------------------------------------------
+
+
+def _refresh_overrides(topology: Any) -> None:
+    """A replaced pod serves its template's role again: drop overrides that no longer hold."""
+    overrides_refresh(topology=topology)
 
 
 def _refuse_busy(topology: Any) -> None:
@@ -85,36 +63,6 @@ def _refuse_unhealthy_links(topology: Any) -> None:
         )
 
 
-def _create(
-    *,
-    topology: Any,
-    kind: str,
-    target: tuple[int, int],
-    moves: list[dict[str, Any]],
-    actor: Any,
-    params: dict[str, Any] | None = None,
-) -> Rebalance:
-    prefill, decode = selectors.role_replicas(topology.spec)
-    try:
-        with transaction.atomic():
-            rebalance = Rebalance.objects.create(
-                topology=topology,
-                kind=kind,
-                from_prefill=prefill,
-                from_decode=decode,
-                target_prefill=target[0],
-                target_decode=target[1],
-                moves=moves,
-                params=params or {},
-                requested_by_label=_actor_label(actor),
-            )
-    except IntegrityError:
-        raise Conflict(
-            "another rebalance of this topology started at the same moment", code="rebalance_busy"
-        ) from None
-    return rebalance
-
-
 @transaction.atomic
 def rebalance_ratio_start(
     *,
@@ -129,7 +77,8 @@ def rebalance_ratio_start(
     from topologies.models import Topology
 
     locked = Topology.objects.select_for_update().get(pk=topology.pk)
-    current = selectors.role_replicas(locked.spec)
+    _refresh_overrides(locked)
+    current = selectors.effective_replicas(locked)
     limits = selectors.topology_limits(locked)
     problems = target_problems(*current, prefill, decode, limits)
     if problems:
@@ -140,8 +89,17 @@ def rebalance_ratio_start(
     _refuse_busy(locked)
     if kind != RebalanceKind.PLANNER:
         _refuse_unhealthy_links(locked)
-    moves = [m.as_dict() for m in plan_moves(*current, prefill, decode, limits)]
-    rebalance = _create(topology=locked, kind=kind, target=(prefill, decode), moves=moves, actor=actor)
+    # In-place switches moved instances between roles without the orchestrator knowing: the scale
+    # jobs work on the spec's replicas, which are the target less what the switches moved.
+    dp, dd = selectors.override_delta(locked)
+    spec_current, spec_target = selectors.role_replicas(locked.spec), (prefill - dp, decode - dd)
+    if min(spec_target) < 1:
+        why = "in-place switches moved instances between roles; switch them back before scaling to this split"
+        raise DomainError(
+            f"cannot set {prefill}P/{decode}D: {why}", code="ratio_refused", fields={"prefill": [why]}
+        )
+    moves = [m.as_dict() for m in plan_moves(*spec_current, *spec_target, limits)]
+    rebalance = create(topology=locked, kind=kind, target=(prefill, decode), moves=moves, actor=actor)
     plan_text = ", then ".join(f"{m['role']} → {m['replicas']}" for m in moves)
     _log(
         rebalance,
@@ -165,20 +123,28 @@ def rebalance_ratio_start(
 
 @transaction.atomic
 def rebalance_switch_start(
-    *, topology: Any, instance: str, target_role: str, actor: Any, source_ip: str | None
+    *,
+    topology: Any,
+    instance: str,
+    target_role: str,
+    actor: Any,
+    source_ip: str | None,
+    drain_timeout_seconds: float | None = None,
 ) -> Rebalance:
     """Switch one running instance to the other role.
 
-    Engines with an in-place switch get it; the others (vLLM, whose kv_role is fixed at start-up) get
-    the restart-based path: one instance of the target role is added and Ready before the named
-    instance is drained and removed."""
+    Engines with an in-place switch (MindIE on Kthena, see ``switching``) get it, run by a worker
+    (``rebalance_in_place_run``); the others (vLLM, whose kv_role is fixed at start-up) get the
+    restart-based path: one instance of the target role is added and Ready before the named instance
+    is drained and removed."""
     from topologies.models import Topology
 
     if target_role not in ("prefill", "decode"):
         raise DomainError(f"unknown role {target_role!r}", fields={"target_role": ["use prefill or decode"]})
     locked = Topology.objects.select_for_update().get(pk=topology.pk)
     source_role = "decode" if target_role == "prefill" else "prefill"
-    prefill, decode = selectors.role_replicas(locked.spec)
+    _refresh_overrides(locked)
+    prefill, decode = selectors.effective_replicas(locked)
     limits = selectors.topology_limits(locked)
     _refuse_busy(locked)
     _refuse_unhealthy_links(locked)
@@ -216,7 +182,19 @@ def rebalance_switch_start(
         raise DomainError(
             f"cannot switch {instance}: {problem}", code="switch_refused", fields={"target_role": [problem]}
         )
-    path = switch_path(locked.engine, locked.kv_connector)
+    path = switch_path(locked.engine, locked.kv_connector, locked.backend)
+    if path.name == "in_place":
+        return switch_in_place_start(
+            topology=locked,
+            instance=instance,
+            source_role=source_role,
+            target_role=target_role,
+            target=target,
+            path_reason=path.reason,
+            drain_timeout_seconds=drain_timeout_seconds,
+            actor=actor,
+            source_ip=source_ip,
+        )
     grown = (prefill + 1, decode) if target_role == "prefill" else (prefill, decode + 1)
     if limits.cost(*grown) > limits.budget:
         raise DomainError(
@@ -236,7 +214,7 @@ def rebalance_switch_start(
         {"role": target_role, "replicas": grown[0] if target_role == "prefill" else grown[1]},
         {"role": source_role, "replicas": target[0] if source_role == "prefill" else target[1]},
     ]
-    rebalance = _create(
+    rebalance = create(
         topology=locked,
         kind=RebalanceKind.SWITCH_RESTART,
         target=target,
@@ -269,7 +247,7 @@ def rebalance_switch_start(
 def _pods_by_role(topology: Any) -> dict[str, str]:
     import kube
     from clusters.selectors import cluster_connection
-    from kube.labels import ROLE, topology_selector
+    from kube.labels import ROLE, serving_role, topology_selector
 
     try:
         pods = kube.list_pods(
@@ -280,7 +258,7 @@ def _pods_by_role(topology: Any) -> dict[str, str]:
             f"the cluster cannot be asked for the topology's pods: {error}", code="cluster_unreachable"
         ) from None
     return {
-        p.name: p.labels.get(ROLE, "")
+        p.name: serving_role(p.labels)
         for p in pods
         if not p.deletion_pending and p.labels.get(ROLE) in ("prefill", "decode")
     }
@@ -298,6 +276,13 @@ def rebalance_advance(*, rebalance: Rebalance) -> Rebalance:
         .get(pk=rebalance.pk)
     )
     if not locked.is_active:
+        return locked
+    if locked.kind == RebalanceKind.SWITCH_IN_PLACE:
+        # A worker carries it out (rebalance_in_place_run); re-enqueue it if that worker was lost.
+        from rebalancing.tasks import run_in_place_switch
+
+        if in_place_is_orphaned(locked):
+            run_in_place_switch.apply_async_on_commit((locked.pk,))
         return locked
     current = locked.deployment
     if current is not None:
@@ -343,32 +328,3 @@ def rebalance_advance(*, rebalance: Rebalance) -> Rebalance:
 
     advance_rebalance.apply_async_on_commit((locked.pk,), countdown=1)
     return locked
-
-
-def _finish(rebalance: Rebalance, *, ok: bool, message: str) -> Rebalance:
-    rebalance.state = RebalanceState.SUCCEEDED if ok else RebalanceState.FAILED
-    rebalance.finished = timezone.now()
-    rebalance.error = "" if ok else message
-    rebalance.save(update_fields=["state", "finished", "error"])
-    _log(rebalance, message)
-    seconds = (rebalance.finished - rebalance.created).total_seconds()
-    for decision in rebalance.decisions.all():
-        decision.outcome = Outcome.SUCCEEDED if ok else Outcome.FAILED
-        decision.outcome_detail = f"{message} in {seconds:.0f} s"
-        decision.save(update_fields=["outcome", "outcome_detail"])
-    config = PlannerConfig.objects.filter(topology=rebalance.topology).first()
-    if config is not None and rebalance.kind == RebalanceKind.PLANNER:
-        state = dict(config.state or {})
-        state["last_move_seconds"] = seconds
-        config.state = state
-        config.save(update_fields=["state"])
-    audit_record(
-        action="rebalancing.finished",
-        target=rebalance.topology,
-        detail={
-            "rebalance": rebalance.pk,
-            "ok": ok,
-            "text": f"rebalance {'done' if ok else 'failed'}: {message}",
-        },
-    )
-    return rebalance

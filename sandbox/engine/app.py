@@ -3,7 +3,9 @@ socket a request arrived on (its local ip:port) picks the engine, so an engine c
 its state — no per-engine application, thread or runner.
 
 Routes per engine: `GET /health`, `GET /metrics`, `GET /v1/models`, `POST /v1/completions`,
-`POST /v1/chat/completions` (streaming or not, with `usage`), `POST /kv/switch_role`, and the
+`POST /v1/chat/completions` (streaming or not, with `usage`), `POST /kv/switch_role`, MindIE's
+management routes `POST /v1/role/{role}` and `GET /v1/status` (`mindie_role`), SGLang's
+`POST /pd_role_switch` and `GET /server_info` (`sglang_role`; each 404 on other engines), and the
 sandbox's control interface (never read by Tandem: real engines have no such routes)
 `GET|POST|DELETE /sandbox/faults`, `GET /sandbox/info` and the LLM-DataDist link table
 `GET|POST /sandbox/kv/links`, `DELETE /sandbox/kv/links/{peer}` (what `link_clusters` /
@@ -32,6 +34,7 @@ from typing import Any
 from aiohttp import web
 
 from sandbox.engine import links as L
+from sandbox.engine import mindie_role, sglang_role
 from sandbox.engine.engine import ROLES, SimEngine
 from sandbox.engine.faults import FaultError, parse_fault
 from sandbox.engine.openai import (
@@ -367,6 +370,13 @@ async def switch_role(request: web.Request) -> web.Response:
     return _json(answer, status)
 
 
+def _on_engine(handler: Callable[[web.Request, SimEngine], Any]) -> Callable[[web.Request], Any]:
+    async def route(request: web.Request) -> web.StreamResponse:
+        return await handler(request, _engine(request))
+
+    return route
+
+
 async def get_faults(request: web.Request) -> web.Response:
     engine = _engine(request)
     return _json({"faults": [f.as_dict() for f in engine.faults.faults]})
@@ -427,6 +437,10 @@ def build_app(resolver: EngineResolver, on_crash: CrashHandler) -> web.Applicati
     app.router.add_post("/sandbox/kv/links", post_links)
     app.router.add_delete("/sandbox/kv/links/{peer}", delete_link)
     app.router.add_post("/kv/switch_role", switch_role)
+    app.router.add_post("/v1/role/{role}", _on_engine(mindie_role.post_role))
+    app.router.add_get("/v1/status", _on_engine(mindie_role.get_status))
+    app.router.add_post("/pd_role_switch", _on_engine(sglang_role.pd_role_switch))
+    app.router.add_get("/server_info", _on_engine(sglang_role.server_info))
     app.router.add_get("/sandbox/faults", get_faults)
     app.router.add_post("/sandbox/faults", post_fault)
     app.router.add_delete("/sandbox/faults", delete_faults)

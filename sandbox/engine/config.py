@@ -17,6 +17,9 @@ sandbox process's env, then defaults shaped like a small model on one accelerato
 | `SANDBOX_KV_TIMEOUT_MS` | 1000 | how long a pull waits on a dead link before giving up |
 | `SANDBOX_KV_FAILURE_POLICY` | recompute | after a failed pull: `recompute` the prompt or `fail` (MindIE) |
 | `SANDBOX_KV_HOLD_SECONDS` | 30 | how long prefill keeps a finished request's KV for the pull |
+| `SANDBOX_LINK_SETUP_MS` | 150 | setting up one LLM-DataDist link (MindIE role assignment) |
+| `SANDBOX_LINK_TEARDOWN_MS` | 50 | tearing one link down |
+| `SANDBOX_ROLE_SWITCH_MS` | 500 | the in-place role switch itself (the engine re-initialises its P/D side) |
 | `SANDBOX_STARTUP_SECONDS` | 0 | `/health` answers 503 this long after start (model loading) |
 | `SANDBOX_JITTER` | 0 | random ± fraction on every step time (0.1 = ±10 %) |
 """
@@ -44,6 +47,9 @@ DEFAULTS: dict[str, float] = {
     "SANDBOX_KV_LATENCY_MS": 2.0,
     "SANDBOX_KV_TIMEOUT_MS": 1000.0,
     "SANDBOX_KV_HOLD_SECONDS": 30.0,
+    "SANDBOX_LINK_SETUP_MS": 150.0,
+    "SANDBOX_LINK_TEARDOWN_MS": 50.0,
+    "SANDBOX_ROLE_SWITCH_MS": 500.0,
     "SANDBOX_STARTUP_SECONDS": 0.0,
     "SANDBOX_JITTER": 0.0,
 }
@@ -68,6 +74,9 @@ class PerfConfig:
     kv_timeout_ms: float = 1000.0
     kv_failure_policy: str = "recompute"
     kv_hold_seconds: float = 30.0
+    link_setup_ms: float = 150.0
+    link_teardown_ms: float = 50.0
+    role_switch_ms: float = 500.0
     startup_seconds: float = 0.0
     jitter: float = 0.0
 
@@ -140,6 +149,9 @@ def perf_config(spec: EngineSpec, process_env: Mapping[str, str] | None = None) 
         kv_timeout_ms=num("SANDBOX_KV_TIMEOUT_MS"),
         kv_failure_policy=policy,
         kv_hold_seconds=num("SANDBOX_KV_HOLD_SECONDS"),
+        link_setup_ms=num("SANDBOX_LINK_SETUP_MS"),
+        link_teardown_ms=num("SANDBOX_LINK_TEARDOWN_MS"),
+        role_switch_ms=num("SANDBOX_ROLE_SWITCH_MS"),
         startup_seconds=num("SANDBOX_STARTUP_SECONDS"),
         jitter=min(1.0, num("SANDBOX_JITTER")),
     )

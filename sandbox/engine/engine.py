@@ -61,6 +61,9 @@ class SimEngine:
         self._next_id = 0
         self.api_key = api_key(spec)
         self.on_role_change: Callable[[str, str], None] | None = None
+        # Set once MindIE's management API assigned a peer table (mindie_role): from then on a pull
+        # needs a link set up by an assignment; before it (no controller) links form on first use.
+        self.peer_table_assigned = False
         self._stats_logged = (clock.now(), 0, 0)
         self.scheduler = Scheduler(
             cfg, self.stats, self.cache, self._pull, self._after_lookup, self._after_prefill
@@ -197,6 +200,16 @@ class SimEngine:
                 address,
                 status,
                 f"pull_cache from {peer_name} timed out after {self.cfg.kv_timeout_ms:.0f} ms",
+            )
+        if link is None and self.peer_table_assigned:
+            # MindIE after a role assignment links only the peers it was given: no link, no transfer.
+            return self._pull_failed(
+                seq,
+                peer,
+                peer_name,
+                address,
+                L.LLM_NOT_YET_LINK,
+                f"no link to {peer_name}: it is not among this instance's assigned peers",
             )
         if link is None or not link.usable:
             link = self._open_link(peer_name, peer)

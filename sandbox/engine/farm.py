@@ -155,13 +155,13 @@ class EngineFarm:
         return len(self._engines)
 
     def lookup(self, target: str) -> SimEngine | None:
-        """An engine by `ip:port` or by pod name (`name` or `namespace/name`)."""
+        """An engine by `ip:port`, by pod IP or by pod name (`name` or `namespace/name`)."""
         if target in self._by_address:
             return self._by_address[target]
         if target in self._engines:
             return self._engines[target]
         for engine in self._engines.values():
-            if engine.name == target:
+            if engine.name == target or engine.ip == target:
                 return engine
         return None
 

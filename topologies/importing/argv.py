@@ -30,7 +30,7 @@ VALUE_FLAGS = {
     "--disaggregation-bootstrap-port": "bootstrap_port",
 }
 # Switches Tandem renders itself for some engines (dropping them from extra_args changes nothing).
-RENDERED_SWITCHES = {"sglang": ("--enable-metrics",)}
+RENDERED_SWITCHES = {"sglang": ("--enable-metrics", "--enable-pd-role-switch")}
 
 VLLM_CONNECTORS = {
     "NixlConnector": "nixl",

@@ -119,6 +119,14 @@ def _vllm_args(spec: TopologySpec, role: str) -> list[str]:
     return args
 
 
+def sglang_role_switch(spec: TopologySpec) -> bool:
+    """Whether SGLang instances are started able to switch role in place (``--enable-pd-role-switch``,
+    ``POST /pd_role_switch``): with the Mooncake transfer backend on Kthena, where Tandem routes by its
+    serving-role label (rebalancing/switching.py). Both roles then get the bootstrap port, which a
+    decode instance serves once it becomes prefill."""
+    return spec.engine == "sglang" and spec.connector.type == "mooncake" and spec.backend == "kthena"
+
+
 def _sglang_args(spec: TopologySpec, role: str) -> list[str]:
     r = spec.role(role)
     c = spec.connector
@@ -139,8 +147,10 @@ def _sglang_args(spec: TopologySpec, role: str) -> list[str]:
     if c.type != "none":
         backend = "nixl" if c.type == "nixl" else "mooncake"
         args += ["--disaggregation-mode", role, "--disaggregation-transfer-backend", backend]
-        if role == "prefill":
+        if role == "prefill" or sglang_role_switch(spec):
             args += ["--disaggregation-bootstrap-port", str(c.bootstrap_port)]
+        if sglang_role_switch(spec):
+            args.append("--enable-pd-role-switch")
     if c.type == "mooncake-store":
         args += ["--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake"]
     args += ["--enable-metrics", *r.extra_args]
@@ -247,7 +257,7 @@ def container_ports(spec: TopologySpec, role: str) -> list[dict[str, Any]]:
         ports.append(
             {"name": "kv", "containerPort": c.kv_port + (0 if role == "prefill" else 1), "protocol": "TCP"}
         )
-    if c.type != "none" and spec.engine == "sglang" and role == "prefill":
+    if c.type != "none" and spec.engine == "sglang" and (role == "prefill" or sglang_role_switch(spec)):
         ports.append({"name": "bootstrap", "containerPort": c.bootstrap_port, "protocol": "TCP"})
     if c.type == "mooncake" and spec.engine == "vllm" and role == "prefill":
         ports.append({"name": "bootstrap", "containerPort": c.bootstrap_port, "protocol": "TCP"})
@@ -316,6 +326,9 @@ def mindie_config(spec: TopologySpec, role: str) -> dict[str, Any]:
         "ServerConfig": {
             "ipAddress": "0.0.0.0",
             "port": spec.port,
+            # The management API (role assignment, /v1/status) on the same port: Tandem reaches it there
+            # for in-place role switches (docs/role-switches.md).
+            "managementPort": spec.port,
             "inferMode": "dmi" if c.type == "llm-datadist" else "standard",
             "interCommPort": c.link_port,
         },

@@ -77,8 +77,9 @@ def model_server(spec: TopologySpec, *, topology_id: int, revision: int) -> dict
     if spec.connector.type != "none":
         selector["pdGroup"] = {
             "groupKey": labels.KTHENA_GROUP,
-            "prefillLabels": {labels.KTHENA_ROLE: "prefill"},
-            "decodeLabels": {labels.KTHENA_ROLE: "decode"},
+            # Tandem's serving-role label, not the owner's role label: an in-place switch relabels it.
+            "prefillLabels": {labels.SERVING_ROLE: "prefill"},
+            "decodeLabels": {labels.SERVING_ROLE: "decode"},
         }
     body: dict[str, Any] = {
         "model": spec.model_name,

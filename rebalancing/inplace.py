@@ -1,0 +1,125 @@
+"""The in-place role switch, the pure parts: the MindIE role-assignment bodies Tandem sends, and what
+MindIE's and SGLang's answers mean.
+
+An in-place switch of instance X from role A to role B on MindIE (the executor is
+``rebalancing.services.inplace``), each step logged on the Rebalance:
+
+1. stop routing: X's serving-role label becomes ``none`` (the router's pdGroup no longer matches it);
+2. drain: wait (bounded by the drain timeout) until X's engine reports no running and no waiting
+   request, twice in a row (a prefill keeps a request until its KV has been pulled);
+3. unlink: X is given an empty peer table (it drops the links it opened) and, when X is a prefill,
+   every decode is given the prefills without X (a decode opens the links, so it must close them);
+4. switch: ``POST /v1/role/B`` to X with the other role's instances as peers (refused with
+   ``LLM_EXIST_LINK`` if a link were still open);
+5. re-link, decode initiating: if B is decode, X links to every prefill (its own peer table); if B is
+   prefill, every decode is given the prefills with X;
+6. verify: X reports ``RoleReady``, ``currentRole`` B and every expected link ``ok``;
+7. resume routing: X's serving-role label becomes B.
+
+On SGLang steps 3 to 5 are one call, ``POST /pd_role_switch {"new_role": B}`` (refused unless the
+instance is idle): the engine tears its KV transfer side down and rebuilds it for B itself, and a
+decode reaches a prefill through its bootstrap server per request, so there are no links to close or
+open from outside; the live role is in ``GET /server_info``.
+
+A failure at any step returns X to serving A: the same unlink / switch / re-link toward A, then the
+label back to A. Only the label changes on the pod, never its owner's role: Kthena keeps counting X as
+an A replica, and a replacement pod starts as A again (Tandem then drops the override).
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    ip: str
+    serving: str  # the role it serves now (its serving-role label)
+    template: str  # its template's role (the owner's)
+
+
+def instance_id(pod: str) -> int:
+    """A stable MindIE instance id for a pod (the controller's choice; MindIE only needs it unique)."""
+    return zlib.crc32(pod.encode()) % 1_000_000
+
+
+def node(instance: Instance) -> dict[str, Any]:
+    """One instance as MindIE's role assignment lists it. Device IPs come from the Ascend device
+    plugin's rank table on a real cluster; Tandem lists the pod, MindIE resolves its devices."""
+    return {"id": instance_id(instance.name), "server_ip": instance.ip, "host_ip": instance.ip, "device": []}
+
+
+def assignment(local: Instance, peers: list[Instance]) -> dict[str, Any]:
+    return {"local": node(local), "peers": [node(p) for p in sorted(peers, key=lambda p: p.name)]}
+
+
+def status_problem(status: Any, role: str, peers: list[Instance]) -> str:
+    """Why a ``GET /v1/status`` answer does not show ``role`` ready and linked to ``peers`` ('' if so)."""
+    if not isinstance(status, dict):
+        return "the engine's status answer is not a JSON object"
+    service = status.get("service") or {}
+    if service.get("roleStatus") != "RoleReady":
+        return f"role status is {service.get('roleStatus')!r}, not 'RoleReady'"
+    if service.get("currentRole") != role:
+        return f"the engine serves {service.get('currentRole')!r}, not {role!r}"
+    links = {p.get("target"): p.get("link") for p in (status.get("linkStatus") or {}).get("peers") or []}
+    bad = [
+        f"{p.name}: {links.get(instance_id(p.name)) or 'not linked'}"
+        for p in peers
+        if links.get(instance_id(p.name)) != "ok"
+    ]
+    return f"links not up ({'; '.join(bad)})" if bad else ""
+
+
+def busy_count(status: Any) -> int | None:
+    """Requests running or waiting on the engine, from its status answer (None if it does not say)."""
+    resource = status.get("resource") if isinstance(status, dict) else None
+    if not isinstance(resource, dict):
+        return None
+    try:
+        return int(resource.get("runningRequestNum", 0)) + int(resource.get("waitingRequestNum", 0))
+    except (TypeError, ValueError):
+        return None
+
+
+def engine_refusal(status_code: int, body: Any) -> tuple[str, str]:
+    """(code, message) of a refused role assignment: LLM-DataDist's code when the engine names one."""
+    if isinstance(body, dict):
+        code = str(body.get("ret") or "")
+        message = str(body.get("error") or body.get("message") or "")
+        links = body.get("links")
+        if code == "LLM_EXIST_LINK" and isinstance(links, list):
+            message = f"{message} (open links: {', '.join(map(str, links))})"
+        return code or f"http_{status_code}", message or f"HTTP {status_code}"
+    return f"http_{status_code}", f"HTTP {status_code}"
+
+
+# --- SGLang: POST /pd_role_switch; the engine rebuilds its KV transfer side itself -----------------
+
+
+def sglang_busy(metrics_text: str) -> int | None:
+    """Requests running or queued on an SGLang instance, from its /metrics (None if it does not say)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    total, seen = 0.0, False
+    try:
+        for family in text_string_to_metric_families(metrics_text):
+            for sample in family.samples:
+                if sample.name in ("sglang:num_running_reqs", "sglang:num_queue_reqs"):
+                    total += float(sample.value)
+                    seen = True
+    except ValueError:
+        return None
+    return int(total) if seen else None
+
+
+def sglang_live_role(info: Any) -> str | None:
+    """The role an SGLang instance serves now: its scheduler's state in /server_info (the server
+    arguments keep the launch role)."""
+    states = info.get("internal_states") if isinstance(info, dict) else None
+    state = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
+    mode = state.get("disaggregation_mode")
+    return str(mode) if mode in ("prefill", "decode") else None

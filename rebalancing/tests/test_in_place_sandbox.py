@@ -1,0 +1,311 @@
+"""Against the sandbox: MindIE (LLM-DataDist) on Kthena switches an instance's role in place. Under load
+from the workload generator no request fails; the switch stops routing to the instance, drains it,
+unlinks, switches, re-links (decode initiating) and resumes routing, each step logged; the engine
+refuses a switch with open links with LLM_EXIST_LINK and Tandem surfaces that code; a drain that
+times out returns the instance to its old role."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+
+import pytest
+
+from controlplane.api.errors import Conflict
+from deployments.models import State
+from deployments.tests.sandbox_helpers import deploy_now, register
+from kube.labels import ROLE, SERVING_ROLE, topology_selector
+from rebalancing import selectors
+from rebalancing.models import RebalanceKind, RebalanceState, RoleOverride
+from rebalancing.services import rebalance_switch_start
+from rebalancing.services.inplace import instance_role_assign, rebalance_in_place_run
+
+pytestmark = pytest.mark.usefixtures("fast_deploys")
+
+ENV = {"SANDBOX_TIME_SCALE": "0.5", "SANDBOX_LINK_SETUP_MS": "200", "SANDBOX_ROLE_SWITCH_MS": "600"}
+
+
+@pytest.fixture(scope="module")
+def ascend_sandbox():
+    from sandbox.testing import SandboxCluster
+
+    with SandboxCluster(nodes=2, accelerators=["huawei.com/ascend-1980=8"]) as sandbox:
+        yield sandbox
+
+
+@pytest.fixture
+def conn(ascend_sandbox, db):
+    from clusters.selectors import cluster_connection
+
+    return cluster_connection(register(ascend_sandbox))
+
+
+@pytest.fixture
+def mindie(conn, operator, ascend_sandbox):
+    from clusters.models import Cluster
+    from topologies.services import topology_create
+    from topologies.tests.combinations import combination
+
+    base = combination("mindie", "llm-datadist", "kthena")
+    # The sandbox's MindIE reads its served model name from the environment, not the rendered config.json.
+    env = {**ENV, "MINDIE_MODEL_NAME": base["model_name"]}
+    role = {"accelerator_resource": "huawei.com/ascend-1980", "accelerator_count": 2, "env": env}
+    spec = combination(
+        "mindie",
+        "llm-datadist",
+        "kthena",
+        namespace=f"ip{uuid.uuid4().hex[:8]}",
+        roles={"prefill": {**role, "replicas": 1}, "decode": {**role, "replicas": 2}},
+        rebalancing={
+            "prefill": {"min": 1, "max": 3},
+            "decode": {"min": 1, "max": 3},
+            "accelerator_budget": 8,
+        },
+    )
+    topology = topology_create(cluster=Cluster.objects.get(pk=conn.cluster_id), spec=spec, actor=operator)
+    assert deploy_now(topology, operator).state == State.SUCCEEDED
+    yield topology
+    # Free the accelerators for the next test's topology.
+    import kube
+
+    kinds = "modelroutes,modelservers,modelservings,services"
+    ascend_sandbox.kubectl("delete", kinds, "--all", "-n", topology.namespace, "--wait=false")
+    deadline = time.monotonic() + 30
+    while kube.list_pods(conn, topology.namespace, "") and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+def pods(conn, topology) -> dict[str, dict[str, str]]:
+    import kube
+
+    listed = kube.list_pods(conn, topology.namespace, topology_selector(topology.pk))
+    return {p.name: p.labels for p in listed if p.ready and not p.deletion_pending}
+
+
+def engine(conn, topology, pod: str, path: str) -> dict:
+    import kube
+
+    answer = kube.pod_proxy_get(conn, topology.namespace, pod, topology.spec["port"], path)
+    assert answer.status == 200, answer.data
+    return json.loads(answer.data)
+
+
+def router_url(sandbox, namespace: str) -> str:
+    out = sandbox.kubectl("get", "modelroutes", "-n", namespace, "-o", "json")
+    return str(json.loads(out.stdout)["items"][0]["metadata"]["annotations"]["sandbox.tandem.io/router-url"])
+
+
+def load(url: str, model: str, seconds: float, reports: list) -> threading.Thread:
+    from sandbox.load.runner import run_load
+
+    def run() -> None:
+        reports.append(
+            asyncio.run(run_load(url, model, rate=6, duration=seconds, prompt_tokens=96, max_tokens=24))
+        )
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_an_in_place_switch_under_load_fails_no_request(mindie, conn, operator, ascend_sandbox):
+    before = pods(conn, mindie)
+    [prefill] = [n for n, labels in before.items() if labels[ROLE] == "prefill"]
+    decodes = sorted(n for n, labels in before.items() if labels[ROLE] == "decode")
+    victim, other = decodes[-1], decodes[0]
+    url = router_url(ascend_sandbox, mindie.namespace)
+
+    # Traffic links the decodes to the prefill; a switch with those links open is refused by the
+    # engine with LLM-DataDist's code, and Tandem says so.
+    warm: list = []
+    load(url, mindie.model_name, 2, warm).join(30)
+    assert warm[0].failed == 0, warm[0].errors
+    with pytest.raises(Conflict) as refused:
+        instance_role_assign(topology=mindie, instance=victim, role="prefill", peers=[other])
+    assert refused.value.code == "LLM_EXIST_LINK"
+    assert prefill in refused.value.message
+
+    reports: list = []
+    traffic = load(url, mindie.model_name, 12, reports)
+    time.sleep(2)
+    rebalance = rebalance_switch_start(
+        topology=mindie, instance=victim, target_role="prefill", actor=operator, source_ip=None
+    )
+    assert rebalance.kind == RebalanceKind.SWITCH_IN_PLACE
+    assert rebalance_in_place_run(rebalance_id=rebalance.pk) == "succeeded"
+    assert rebalance_in_place_run(rebalance_id=rebalance.pk) == "done"  # a second delivery does nothing
+    traffic.join(60)
+    [report] = reports
+    assert report.sent >= 50 and report.failed == 0, (report.errors, report.table())
+
+    rebalance.refresh_from_db()
+    assert rebalance.state == RebalanceState.SUCCEEDED, rebalance.log
+    steps = [s["message"] for s in rebalance.log]
+    order = ["Stopped routing", "Drained", "Unlinked", "Switched", "Re-linked", "Verified", "Resumed routing"]
+    found = [next(i for i, m in enumerate(steps) if m.startswith(word)) for word in order]
+    assert found == sorted(found), steps
+    assert f"{other} → {victim}" in next(m for m in steps if m.startswith("Re-linked"))
+
+    after = pods(conn, mindie)
+    assert (after[victim][SERVING_ROLE], after[victim][ROLE]) == ("prefill", "decode")
+    status = engine(conn, mindie, victim, "/v1/status")
+    assert status["service"] == {"roleStatus": "RoleReady", "currentRole": "prefill"}
+    mindie.refresh_from_db()
+    assert selectors.role_replicas(mindie.spec) == (1, 2)
+    assert selectors.effective_replicas(mindie) == (2, 1)
+    [override] = RoleOverride.objects.filter(topology=mindie)
+    assert (override.pod, override.template_role, override.serving_role) == (victim, "decode", "prefill")
+
+    # It serves: prompts are now prefilled on it and their KV pulled by the other decode.
+    served: list = []
+    load(url, mindie.model_name, 3, served).join(30)
+    assert served[0].failed == 0, served[0].errors
+    links = engine(conn, mindie, other, "/sandbox/kv/links")["links"]
+    assert any(link["peer"] == victim and link["transfers"] > 0 for link in links), links
+
+
+def test_a_drain_that_times_out_returns_the_instance_to_its_old_role(mindie, conn, operator, ascend_sandbox):
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    victim = decodes[-1]
+    url = router_url(ascend_sandbox, mindie.namespace)
+    reports: list = []
+    # Long generations keep requests on the instance longer than the 1 s drain bound.
+    from sandbox.load.runner import run_load
+
+    thread = threading.Thread(
+        target=lambda: reports.append(
+            asyncio.run(
+                run_load(url, mindie.model_name, rate=4, duration=4, prompt_tokens=32, max_tokens=400)
+            )
+        ),
+        daemon=True,
+    )
+    thread.start()
+    time.sleep(1.5)
+    rebalance = rebalance_switch_start(
+        topology=mindie,
+        instance=victim,
+        target_role="prefill",
+        actor=operator,
+        source_ip=None,
+        drain_timeout_seconds=1,
+    )
+    assert rebalance_in_place_run(rebalance_id=rebalance.pk) == "failed"
+    thread.join(90)
+    rebalance.refresh_from_db()
+    assert rebalance.state == RebalanceState.FAILED
+    assert "drain_timeout" in rebalance.error and f"{victim} serves decode again" in rebalance.error
+    assert pods(conn, mindie)[victim][SERVING_ROLE] == "decode"
+    assert engine(conn, mindie, victim, "/v1/status")["service"]["currentRole"] == "decode"
+    assert reports[0].failed == 0, reports[0].errors
+    assert not RoleOverride.objects.filter(topology=mindie).exists()
+
+
+def test_switching_back_under_load_closes_the_decodes_links_first_and_ends_the_override(
+    mindie, conn, operator, ascend_sandbox
+):
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    victim, other = decodes[-1], decodes[0]
+    url = router_url(ascend_sandbox, mindie.namespace)
+    first = rebalance_switch_start(
+        topology=mindie, instance=victim, target_role="prefill", actor=operator, source_ip=None
+    )
+    assert rebalance_in_place_run(rebalance_id=first.pk) == "succeeded"
+    reports: list = []
+    traffic = load(url, mindie.model_name, 8, reports)
+    time.sleep(2)  # the other decode now pulls KV from the switched instance
+    back = rebalance_switch_start(
+        topology=mindie, instance=victim, target_role="decode", actor=operator, source_ip=None
+    )
+    assert (back.from_prefill, back.from_decode, back.target_prefill, back.target_decode) == (2, 1, 1, 2)
+    assert rebalance_in_place_run(rebalance_id=back.pk) == "succeeded"
+    traffic.join(60)
+    assert reports[0].sent >= 30 and reports[0].failed == 0, reports[0].errors
+    back.refresh_from_db()
+    steps = [s["message"] for s in back.log]
+    unlinked = next(m for m in steps if m.startswith("Unlinked"))
+    assert f"{other} closed theirs to it" in unlinked, steps
+    assert any(m.startswith(f"Re-linked, decode initiating: {victim} → ") for m in steps), steps
+    assert pods(conn, mindie)[victim][SERVING_ROLE] == "decode"
+    assert not RoleOverride.objects.filter(topology=mindie).exists()
+    assert selectors.effective_replicas(mindie) == (1, 2)
+
+
+def test_a_re_link_that_fails_returns_the_switched_instance_to_its_old_role(
+    mindie, conn, operator, ascend_sandbox, settings
+):
+    import kube
+
+    settings.REBALANCE_STEP_TIMEOUT_SECONDS = 2
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    victim, other = decodes[-1], decodes[0]
+    # The other decode cannot set up a link to the switched instance.
+    fault = kube.pod_proxy_post(
+        conn,
+        mindie.namespace,
+        other,
+        mindie.spec["port"],
+        "/sandbox/faults",
+        {"kind": "link_down", "peer": victim},
+    )
+    assert fault.status == 201, fault.data
+    reports: list = []
+    traffic = load(router_url(ascend_sandbox, mindie.namespace), mindie.model_name, 10, reports)
+    time.sleep(1)
+    rebalance = rebalance_switch_start(
+        topology=mindie, instance=victim, target_role="prefill", actor=operator, source_ip=None
+    )
+    assert rebalance_in_place_run(rebalance_id=rebalance.pk) == "failed"
+    traffic.join(60)
+    rebalance.refresh_from_db()
+    steps = [s["message"] for s in rebalance.log]
+    assert "engine_not_ready" in rebalance.error and f"{victim} serves decode again" in rebalance.error, steps
+    assert any(m.startswith(f"Switched {victim} decode → prefill") for m in steps), steps
+    assert any(m.startswith(f"Switched {victim} prefill → decode") for m in steps), steps
+    assert steps[-2] == f"Routing to {victim} as decode again", steps
+    assert pods(conn, mindie)[victim][SERVING_ROLE] == "decode"
+    status = engine(conn, mindie, victim, "/v1/status")
+    assert status["service"] == {"roleStatus": "RoleReady", "currentRole": "decode"}
+    assert all(peer["link"] == "ok" for peer in status["linkStatus"]["peers"]), status
+    assert not RoleOverride.objects.filter(topology=mindie).exists()
+    assert reports[0].failed == 0, reports[0].errors
+
+
+def test_an_in_place_switch_is_not_drift(mindie, conn, operator):
+    from deployments.services import topology_drift_check
+
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    rebalance = rebalance_switch_start(
+        topology=mindie, instance=decodes[-1], target_role="prefill", actor=operator, source_ip=None
+    )
+    assert rebalance_in_place_run(rebalance_id=rebalance.pk) == "succeeded"
+    assert topology_drift_check(topology=mindie) == []
+    mindie.refresh_from_db()
+    assert mindie.drift_state == "in_sync"
+
+
+def test_the_api_starts_an_in_place_switch_and_lists_its_steps(mindie, conn, operator, api_client):
+    api_client.force_authenticate(operator)
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    url = f"/api/v1/topologies/{mindie.pk}/switch-role/"
+    bad = api_client.post(
+        url, {"instance": decodes[-1], "target_role": "prefill", "drain_timeout_seconds": 0}
+    )
+    assert bad.status_code == 400 and "drain_timeout_seconds" in bad.json()["error"]["fields"]
+    answer = api_client.post(
+        url, {"instance": decodes[-1], "target_role": "prefill", "drain_timeout_seconds": 5}, format="json"
+    )
+    assert answer.status_code == 202, answer.content
+    body = answer.json()
+    assert (body["kind"], body["params"]["path"], body["params"]["drain_timeout_seconds"]) == (
+        "switch_in_place",
+        "in_place",
+        5.0,
+    )
+    assert "drain (at most 5 s), unlink, switch, re-link" in body["log"][0]["message"]
+    assert rebalance_in_place_run(rebalance_id=body["id"]) == "succeeded"
+    listed = api_client.get(f"/api/v1/topologies/{mindie.pk}/rebalances/").json()["results"][0]
+    assert listed["state"] == "succeeded" and listed["log"][-1]["message"].startswith("Resumed routing")
