@@ -35,6 +35,19 @@ class UpstreamFailed(Exception):
         self.status = status
 
 
+JSON_HEADERS = {"Content-Type": "application/json"}
+_timeouts: dict[float, aiohttp.ClientTimeout] = {}
+
+
+def _timeout(first_byte: float) -> aiohttp.ClientTimeout:
+    found = _timeouts.get(first_byte)
+    if found is None:
+        found = _timeouts[first_byte] = aiohttp.ClientTimeout(
+            total=None, connect=CONNECT_TIMEOUT, sock_read=first_byte
+        )
+    return found
+
+
 async def post(
     url: str, body: bytes, *, headers: dict[str, str], first_byte_timeout: float
 ) -> aiohttp.ClientResponse:
@@ -43,8 +56,8 @@ async def post(
         return await session().post(
             url,
             data=body,
-            headers={"Content-Type": "application/json", **headers},
-            timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT, sock_read=first_byte_timeout),
+            headers={**JSON_HEADERS, **headers} if headers else JSON_HEADERS,
+            timeout=_timeout(first_byte_timeout),
         )
     except TimeoutError:
         raise UpstreamFailed(f"no answer from {_host(url)} within {first_byte_timeout:.0f} s") from None
