@@ -18,6 +18,7 @@ def session() -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=POOL_SIZE, keepalive_timeout=60, ttl_dns_cache=30)
         found = aiohttp.ClientSession(
             connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),  # an upstream's cookies are never kept, nor sent back
             auto_decompress=False,
             skip_auto_headers=("User-Agent",),
             timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT),
