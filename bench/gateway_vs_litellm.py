@@ -20,6 +20,7 @@ LiteLLM's; Tandem's max requests/s per worker ≥ 3× LiteLLM's.
     .venv/bin/python bench/gateway_vs_litellm.py --http-clients   # aiohttp vs httpx: gateway_clients.py
     .venv/bin/python bench/gateway_vs_litellm.py --profile var/gateway.prof   # cProfile under load
     .venv/bin/python bench/gateway_vs_litellm.py --without-litellm   # direct and Tandem only
+    .venv/bin/python bench/gateway_vs_litellm.py --pin   # generator on CPU 0, servers on the rest
 
 LiteLLM's virtualenv (never a project dependency) is made once with
 ``python3 -m venv var/litellm-venv && var/litellm-venv/bin/pip install 'litellm[proxy]'``.
@@ -196,6 +197,12 @@ def main() -> None:
     )
     parser.add_argument("--profile", help="write a cProfile of the gateway under closed-loop load here")
     parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the load generator on CPU 0, every server (upstreams and gateways) on the other CPUs, so "
+        "the generator's clock is never queued behind the servers it measures",
+    )
+    parser.add_argument(
         "--without-litellm", action="store_true", help="only the direct and Tandem paths (no LiteLLM venv)"
     )
     parser.add_argument(
@@ -266,6 +273,12 @@ def main() -> None:
             }
             if litellm is not None:
                 stats["litellm"] = ProcStats(litellm.pid, children=True)
+            if args.pin:
+                generator, servers = pin_split()
+                os.sched_setaffinity(0, generator)
+                for proc in stats.values():
+                    pin_process(proc.pid, servers)
+                print(f"  pinned: generator on CPU {sorted(generator)}, servers on CPUs {sorted(servers)}")
             bench = Bench(args, ports, secret, stats)
             load0 = os.getloadavg()[0]
             started = time.monotonic()
@@ -276,6 +289,21 @@ def main() -> None:
                 f"start, {os.getloadavg()[0]:.2f} at the end ({os.cpu_count()} CPUs for the generator, "
                 "upstreams and gateways, and whatever else runs here)"
             )
+
+
+def pin_split() -> tuple[set[int], set[int]]:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        sys.exit("--pin needs at least two CPUs")
+    return {cpus[0]}, set(cpus[1:])
+
+
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` and of its child processes (uvicorn's, LiteLLM's) onto `cpus`."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), cpus)
+        for child in (task / "children").read_text().split():
+            pin_process(int(child), cpus)
 
 
 def profile(args: argparse.Namespace, logs: Path, echo, secret: str) -> None:  # type: ignore[no-untyped-def]
