@@ -100,12 +100,23 @@ def main() -> None:
             f"{window:>6} s {step:>5} s  {out['totals']['requests']:>16.0f} {1000 * best:8.1f} ms"
             f" | {key['totals']['requests']:>15.0f} {1000 * key_s:6.1f} ms"
         )
+    from datetime import UTC, datetime
+
+    from gateway.selectors import _SERIES_SQL
+
+    sql = _SERIES_SQL.format(table="gateway_gatewayrequest", column="topology_id")
+    first = series.first_bucket(now - 3600, 30)
+    params = {
+        "first": first,
+        "step": 30,
+        "q1": 0.5,
+        "q2": 0.95,
+        "owner": main_id,
+        "since": datetime.fromtimestamp(first, tz=UTC),
+        "until": datetime.fromtimestamp(now, tz=UTC),
+    }
     with connection.cursor() as cursor:
-        cursor.execute(
-            "EXPLAIN SELECT count(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) "
-            "FROM gateway_gatewayrequest WHERE topology_id = %s AND created >= now() - interval '1 hour'",
-            [main_id],
-        )
+        cursor.execute("EXPLAIN " + sql, params)
         print("plan of the 1-hour query:\n  " + "\n  ".join(row[0] for row in cursor.fetchall()))
 
 
