@@ -333,6 +333,7 @@ class TandemGateway:
     def __enter__(self) -> TandemGateway:
         argv = [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", "127.0.0.1"]
         argv += ["--port", str(self.port), "--log-level", "warning", "--no-access-log"]
+        argv += ["--no-proxy-headers", "--no-server-header"]  # as docker/Dockerfile serves it
         if self.profile is not None:
             argv = [sys.executable, __file__, "gateway", "--profile", str(self.profile)]
             argv += ["--port", str(self.port)]

@@ -72,7 +72,14 @@ def print_summary(
         if rate != 100:
             continue
         direct = cells["direct"].p(0.99)
-        tandem, litellm = cells["tandem"].p(0.99) - direct, cells["litellm"].p(0.99) - direct
+        tandem = cells["tandem"].p(0.99) - direct
+        if "litellm" not in cells:
+            print(
+                f"  added p99 at 100 req/s, {upstream}, {mode(stream):<13}  tandem {tandem:6.2f} ms "
+                f"(≤ 5 ms: {VERDICT[tandem <= 5]}), litellm not run"
+            )
+            continue
+        litellm = cells["litellm"].p(0.99) - direct
         ratio = tandem / litellm if litellm > 0 else float("nan")
         print(
             f"  added p99 at 100 req/s, {upstream}, {mode(stream):<13}  tandem {tandem:6.2f} ms "
@@ -80,7 +87,14 @@ def print_summary(
             f"tandem/litellm {ratio:4.2f} (≤ 0.5: {VERDICT[ratio <= 0.5]})"
         )
     for (upstream, stream), cells in closed_rows.items():
-        tandem, litellm = cells["tandem"], cells["litellm"]
+        tandem = cells["tandem"]
+        if "litellm" not in cells:
+            print(
+                f"  max req/s, one worker, {upstream}, {mode(stream):<13}  tandem {tandem.rps():5.0f}, "
+                f"per core of its own CPU {1000 / max(tandem.cpu_ms(), 1e-9):.0f}; litellm not run"
+            )
+            continue
+        litellm = cells["litellm"]
         ratio = tandem.rps() / max(litellm.rps(), 1e-9)
         per_core = litellm.cpu_ms() / max(tandem.cpu_ms(), 1e-9)
         print(

@@ -19,6 +19,8 @@ LiteLLM's; Tandem's max requests/s per worker ≥ 3× LiteLLM's.
         [--connections 32] [--upstreams echo,sim] [--litellm-venv var/litellm-venv]
     .venv/bin/python bench/gateway_vs_litellm.py --http-clients   # aiohttp vs httpx: gateway_clients.py
     .venv/bin/python bench/gateway_vs_litellm.py --profile var/gateway.prof   # cProfile under load
+    .venv/bin/python bench/gateway_vs_litellm.py --without-litellm   # direct and Tandem only
+    .venv/bin/python bench/gateway_vs_litellm.py --pin   # generator on CPU 0, servers on the rest
 
 LiteLLM's virtualenv (never a project dependency) is made once with
 ``python3 -m venv var/litellm-venv && var/litellm-venv/bin/pip install 'litellm[proxy]'``.
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -71,12 +74,18 @@ def address(url: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def targets(upstream: str, stream: bool, ports: dict[str, tuple[str, int]], secret: str) -> dict[str, Target]:
+def targets(
+    upstream: str,
+    stream: bool,
+    ports: dict[str, tuple[str, int]],
+    secret: str,
+    paths: tuple[str, ...] = PATHS,
+) -> dict[str, Target]:
     expect = b"[DONE]" if stream else b'"choices"'
     payload = body(upstream, stream)
     auth = {"tandem": f"Bearer {secret}", "litellm": f"Bearer {LITELLM_MASTER_KEY}"}
     found = {}
-    for path in PATHS:
+    for path in paths:
         host, port = ports[upstream if path == "direct" else path]
         headers = {"Authorization": auth[path]} if path in auth else {}
         found[path] = Target.post(path, host, port, "/v1/chat/completions", payload, headers, expect)
@@ -118,14 +127,19 @@ class Bench:
     open_rows: dict[tuple[str, bool, float], dict[str, Cell]] = field(default_factory=dict)
     closed_rows: dict[tuple[str, bool], dict[str, Cell]] = field(default_factory=dict)
 
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(p for p in PATHS if p != "litellm" or not self.args.without_litellm)
+
     def server(self, path: str, upstream: str) -> ProcStats:
         return self.stats[upstream if path == "direct" else path]
 
     async def turns(self, upstream: str, stream: bool, run, rounds: int) -> dict[str, Cell]:  # type: ignore[no-untyped-def]
-        found = targets(upstream, stream, self.ports, self.secret)
+        paths = self.paths
+        found = targets(upstream, stream, self.ports, self.secret, paths)
         cells = {path: Cell(Result(path)) for path in found}
         for r in range(rounds):
-            for path in PATHS[r % 3 :] + PATHS[: r % 3]:
+            for path in paths[r % len(paths) :] + paths[: r % len(paths)]:
                 proc = self.server(path, upstream)
                 cpu0, wall0 = proc.cpu_seconds(), time.perf_counter()
                 result = await run(found[path])
@@ -183,6 +197,15 @@ def main() -> None:
     )
     parser.add_argument("--profile", help="write a cProfile of the gateway under closed-loop load here")
     parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the load generator on CPU 0, every server (upstreams and gateways) on the other CPUs, so "
+        "the generator's clock is never queued behind the servers it measures",
+    )
+    parser.add_argument(
+        "--without-litellm", action="store_true", help="only the direct and Tandem paths (no LiteLLM venv)"
+    )
+    parser.add_argument(
         "--nice",
         type=int,
         default=0,
@@ -201,7 +224,7 @@ def main() -> None:
     args.upstreams = [u for u in args.upstreams.split(",") if u]
     args.closed_upstreams = [u for u in args.closed_upstreams.split(",") if u]
     venv = Path(args.litellm_venv)
-    if not args.profile and not (venv / "bin" / "litellm").exists():
+    if not args.profile and not args.without_litellm and not (venv / "bin" / "litellm").exists():
         sys.exit(
             f"LiteLLM is not in {venv}: python3 -m venv {venv} && {venv}/bin/pip install 'litellm[proxy]'"
         )
@@ -221,25 +244,25 @@ def main() -> None:
         if args.profile:
             profile(args, logs, echo, secret)
             return
+        peer = "LiteLLM left out" if args.without_litellm else f"LiteLLM {litellm_version(venv)} ({venv})"
         print(
-            f"LiteLLM {litellm_version(venv)} ({venv}), Tandem gateway (uvicorn, 1 worker); "
+            f"{peer}, Tandem gateway (uvicorn, 1 worker); "
             f"upstreams: echo {echo.url}, sim {sim.url} (SANDBOX_TIME_SCALE {args.sim_time_scale:g})"
         )
         litellm_port = free_port()
+        peers = {MODELS[u]: urls[u] + "/v1" for u in ("echo", "sim")}
         with (
             TandemGateway(logs / "tandem.log") as tandem,
-            LiteLLM(
-                venv,
-                {MODELS[u]: urls[u] + "/v1" for u in ("echo", "sim")},
-                litellm_port,
-                logs / "litellm.log",
-            ) as litellm,
+            contextlib.nullcontext()
+            if args.without_litellm
+            else LiteLLM(venv, peers, litellm_port, logs / "litellm.log") as litellm,
         ):
             ports = {"tandem": ("127.0.0.1", tandem.port), "litellm": ("127.0.0.1", litellm_port)}
             ports.update({u: address(urls[u]) for u in ("echo", "sim")})
+            paths = tuple(p for p in PATHS if p != "litellm" or not args.without_litellm)
             for upstream in sorted(needed):
                 for stream in (False, True):
-                    for target in targets(upstream, stream, ports, secret).values():
+                    for target in targets(upstream, stream, ports, secret, paths).values():
                         for _ in range(20):  # warm up (LiteLLM's first requests are slow)
                             line = check(target)
                         print(f"  check {upstream} {mode(stream)}: {line}")
@@ -247,8 +270,15 @@ def main() -> None:
                 "echo": ProcStats(echo.pid),
                 "sim": ProcStats(sim.pid),
                 "tandem": ProcStats(tandem.pid, children=True),
-                "litellm": ProcStats(litellm.pid, children=True),
             }
+            if litellm is not None:
+                stats["litellm"] = ProcStats(litellm.pid, children=True)
+            if args.pin:
+                generator, servers = pin_split()
+                os.sched_setaffinity(0, generator)
+                for proc in stats.values():
+                    pin_process(proc.pid, servers)
+                print(f"  pinned: generator on CPU {sorted(generator)}, servers on CPUs {sorted(servers)}")
             bench = Bench(args, ports, secret, stats)
             load0 = os.getloadavg()[0]
             started = time.monotonic()
@@ -259,6 +289,21 @@ def main() -> None:
                 f"start, {os.getloadavg()[0]:.2f} at the end ({os.cpu_count()} CPUs for the generator, "
                 "upstreams and gateways, and whatever else runs here)"
             )
+
+
+def pin_split() -> tuple[set[int], set[int]]:
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        sys.exit("--pin needs at least two CPUs")
+    return {cpus[0]}, set(cpus[1:])
+
+
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Every thread of `pid` and of its child processes (uvicorn's, LiteLLM's) onto `cpus`."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), cpus)
+        for child in (task / "children").read_text().split():
+            pin_process(int(child), cpus)
 
 
 def profile(args: argparse.Namespace, logs: Path, echo, secret: str) -> None:  # type: ignore[no-untyped-def]

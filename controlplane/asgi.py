@@ -45,7 +45,9 @@ router = ProtocolTypeRouter(
 
 
 async def application(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    if scope["type"] == "lifespan":
+    if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+        await gateway_app(scope, receive, send)  # the hot path: straight to the gateway
+    elif scope["type"] == "lifespan":
         await lifespan(receive, send)
     else:
         await router(scope, receive, send)

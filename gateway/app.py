@@ -33,6 +33,7 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 JSON = [(b"content-type", b"application/json")]
 CHAT, COMPLETIONS, MESSAGES, MODELS = "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/models"
+KNOWN = {MODELS: "GET", CHAT: "POST", COMPLETIONS: "POST", MESSAGES: "POST"}
 
 
 def _header(scope: Scope_, name: bytes) -> str | None:
@@ -162,13 +163,13 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
     outcome = dispatch.Outcome()
     grant: AsyncGrant | None = None
     try:
-        known = {MODELS: "GET", CHAT: "POST", COMPLETIONS: "POST", MESSAGES: "POST"}
-        if path not in known:
+        wanted = KNOWN.get(path)
+        if wanted is None:
             raise GatewayError(
-                404, "unknown_endpoint", f"No endpoint {path}; this gateway serves {', '.join(known)}."
+                404, "unknown_endpoint", f"No endpoint {path}; this gateway serves {', '.join(KNOWN)}."
             )
-        if method != known[path]:
-            raise GatewayError(405, "method_not_allowed", f"{path} takes {known[path]}.")
+        if method != wanted:
+            raise GatewayError(405, "method_not_allowed", f"{path} takes {wanted}.")
         token = _token(scope)
         source_ip = _source_ip(scope)
         try:

@@ -127,7 +127,11 @@ _recorders: dict[int, Recorder] = {}
 
 
 def recorder() -> Recorder:
-    return _recorders.setdefault(id(asyncio.get_running_loop()), Recorder())
+    loop_id = id(asyncio.get_running_loop())
+    found = _recorders.get(loop_id)
+    if found is None:
+        found = _recorders[loop_id] = Recorder()
+    return found
 
 
 async def flush_all() -> None:

@@ -18,6 +18,7 @@ def session() -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(limit=POOL_SIZE, keepalive_timeout=60, ttl_dns_cache=30)
         found = aiohttp.ClientSession(
             connector=connector,
+            cookie_jar=aiohttp.DummyCookieJar(),  # an upstream's cookies are never kept, nor sent back
             auto_decompress=False,
             skip_auto_headers=("User-Agent",),
             timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT),
@@ -35,6 +36,19 @@ class UpstreamFailed(Exception):
         self.status = status
 
 
+JSON_HEADERS = {"Content-Type": "application/json"}
+_timeouts: dict[float, aiohttp.ClientTimeout] = {}
+
+
+def _timeout(first_byte: float) -> aiohttp.ClientTimeout:
+    found = _timeouts.get(first_byte)
+    if found is None:
+        found = _timeouts[first_byte] = aiohttp.ClientTimeout(
+            total=None, connect=CONNECT_TIMEOUT, sock_read=first_byte
+        )
+    return found
+
+
 async def post(
     url: str, body: bytes, *, headers: dict[str, str], first_byte_timeout: float
 ) -> aiohttp.ClientResponse:
@@ -43,8 +57,8 @@ async def post(
         return await session().post(
             url,
             data=body,
-            headers={"Content-Type": "application/json", **headers},
-            timeout=aiohttp.ClientTimeout(total=None, connect=CONNECT_TIMEOUT, sock_read=first_byte_timeout),
+            headers={**JSON_HEADERS, **headers} if headers else JSON_HEADERS,
+            timeout=_timeout(first_byte_timeout),
         )
     except TimeoutError:
         raise UpstreamFailed(f"no answer from {_host(url)} within {first_byte_timeout:.0f} s") from None
