@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rebalancing.observe import observation_from_snapshot
 from rebalancing.policy import Limits, Observation, Params, State, after_move, decide
 from sandbox.engine.config import PerfConfig
-from sandbox.sim.cluster import ClusterView, SimRequest, run_trace
+from sandbox.sim.cluster import ClusterView, Outcome, SimCluster, SimRequest, run_trace
 from sandbox.sim.evaluate import attainment
 
 BUDGET = 8
@@ -40,6 +40,7 @@ LIMITS = Limits(prefill_min=1, prefill_max=7, decode_min=1, decode_max=7, budget
 # The sandbox's defaults except the KV cache: 32768 blocks of 16 tokens (~60 GB of a small model's KV on an
 # 80 GB accelerator), so an 8k-token request does not exhaust a decode instance on its own.
 PERF = PerfConfig(num_gpu_blocks=32768)
+CHAT_PROMPTS = 16  # distinct system prompts in W1's chat phase
 
 
 # --- workloads --------------------------------------------------------------------------------------
@@ -51,17 +52,16 @@ def _poisson(rng: random.Random, t0: float, t1: float, rate: float) -> list[floa
     return out
 
 
-def w1(scale: float, duration: float, seed: int = 1) -> list[SimRequest]:
-    """Mix shift: 2-minute phases alternating chat (12 req/s, 1k/300, a shared 512-token prefix) and RAG
-    (4 req/s, 8k/200), × scale."""
+def w1(scale: float, duration: float, seed: int = 1, phase: float = 600.0) -> list[SimRequest]:
+    """Mix shift: phases of ``phase`` seconds alternating chat (12 req/s, 1k/300, each request opening
+    with one of 16 system prompts of 512 tokens) and RAG (2 req/s, 8k/200, no shared prefix), × scale."""
     rng = random.Random(seed)
     out: list[SimRequest] = []
-    phase = 120.0
     t = 0.0
     index = 0
     while t < duration:
         rag = index % 2 == 1
-        rate = (4.0 if rag else 12.0) * scale
+        rate = (2.0 if rag else 12.0) * scale
         for at in _poisson(rng, t, min(duration, t + phase), rate):
             if rag:
                 out.append(SimRequest(at, int(rng.gauss(8000, 600)), int(rng.gauss(200, 30)), kind="rag"))
@@ -71,7 +71,7 @@ def w1(scale: float, duration: float, seed: int = 1) -> list[SimRequest]:
                         at,
                         int(rng.gauss(1000, 150)),
                         int(rng.gauss(300, 50)),
-                        prefix=0,
+                        prefix=rng.randrange(CHAT_PROMPTS),
                         prefix_len=512,
                         kind="chat",
                     )
@@ -111,7 +111,7 @@ def w3(scale: float, duration: float, seed: int = 3) -> list[SimRequest]:
 
 WORKLOADS = {"W1": w1, "W2": w2, "W3": w3}
 SCALES = {
-    "W1": (0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.5),
+    "W1": tuple(0.5 + 0.25 * i for i in range(15)),  # 0.5 … 4.0
     "W2": (0.5, 0.75, 1.0),
     "W3": (1.0, 1.5, 2.0),
 }
@@ -159,6 +159,7 @@ class Tandem:
         self.move_started: float | None = None
         self.decision_lags: list[float] = []
         self.breach_since: float | None = None
+        self.log: list[str] = []  # acting decisions: "ts rule: explanation"
 
     def __call__(self, view: ClusterView) -> tuple[int, int] | None:
         if self.move_started is not None and not view.busy:
@@ -179,6 +180,11 @@ class Tandem:
             gen_tps=view.gen_tps,
             busy="a move is in progress" if view.busy else "",
             prefill_ttft_p95_ms=view.prefill_ttft_p95_ms,
+            prefill_hit_rate=view.prefill_hit_rate,
+            prefill_requests_ps=view.prefill_requests_ps,
+            decode_requests_ps=view.decode_requests_ps,
+            prefill_ready=view.ready_prefill,
+            decode_ready=view.ready_decode,
         )
         breached = (obs.ttft_p95_ms or 0) > TTFT_MS or (obs.tbt_p95_ms or 0) > TBT_MS
         if breached and self.breach_since is None:
@@ -193,6 +199,7 @@ class Tandem:
             self.decision_lags.append(max(0.0, view.ts - sustained_at))
             self.breach_since = None
         self.move_started = view.ts
+        self.log.append(f"{view.ts:7.1f} {verdict.rule}: {verdict.explanation}")
         self.state = after_move(self.state, verdict, view.ts, self.state.last_move_seconds)
         return (verdict.prefill, verdict.decode)
 
@@ -227,17 +234,32 @@ def _split(policy: str) -> tuple[int, int]:
     return 4, 4
 
 
-def evaluate(args: tuple[str, str, float, float]) -> Row:
-    workload, policy, duration, model_load = args
+def _peak_ttft(outcomes: list[Outcome]) -> float | None:
+    peak = [o for o in outcomes if o.kind == "peak"]
+    if not peak:
+        return None
+    return sum(1 for o in peak if o.ok and o.ttft is not None and o.ttft * 1000 <= TTFT_MS) / len(peak)
+
+
+def evaluate(args: tuple[str, str, float, float, float]) -> Row:
+    """Attainment and role changes at the base rate, then goodput: the highest scale on the workload's
+    grid with ≥ 90 % attainment, found by bisection (attainment falls as the rate rises)."""
+    workload, policy, duration, model_load, phase = args
     started = time.perf_counter()
-    make = WORKLOADS[workload]
-    base = None
-    best = 0.0
+    grid = SCALES[workload]
     lags: list[float] = []
-    for scale in SCALES[workload]:
+    lost = 0
+    seen: dict[float, float] = {}
+
+    def run(scale: float) -> SimCluster:
+        nonlocal lost
         controller = _controller(policy, model_load)
+        if workload == "W1":
+            trace = w1(scale, 4 * phase, phase=phase)
+        else:
+            trace = WORKLOADS[workload](scale, duration)
         cluster = run_trace(
-            make(scale, duration),
+            trace,
             *_split(policy),
             controller=controller,
             tick=TICK,
@@ -245,50 +267,37 @@ def evaluate(args: tuple[str, str, float, float]) -> Row:
             model_load_seconds=model_load,
             cfg=PERF,
         )
-        result = attainment(cluster.outcomes, TTFT_MS, TBT_MS)
         if isinstance(controller, Tandem):
-            lags += controller.decision_lags
-        if scale == 1.0:
-            peak = [o for o in cluster.outcomes if o.kind == "peak"]
-            peak_ttft = (
-                sum(1 for o in peak if o.ok and o.ttft is not None and o.ttft * 1000 <= TTFT_MS) / len(peak)
-                if peak
-                else None
-            )
-            base = (result, cluster.role_changes - 0, cluster.failed_by_rebalancing, peak_ttft)
-        if result.both >= 0.9:
-            best = scale
-        elif base is not None:
-            break
-    if base is None:  # stopped before 1.0: run it once for the figures
-        controller = _controller(policy, model_load)
-        cluster = run_trace(
-            make(1.0, duration),
-            *_split(policy),
-            controller=controller,
-            tick=TICK,
-            budget=BUDGET,
-            model_load_seconds=model_load,
-            cfg=PERF,
-        )
-        result = attainment(cluster.outcomes, TTFT_MS, TBT_MS)
-        peak = [o for o in cluster.outcomes if o.kind == "peak"]
-        peak_ttft = (
-            sum(1 for o in peak if o.ok and o.ttft is not None and o.ttft * 1000 <= TTFT_MS) / len(peak)
-            if peak
-            else None
-        )
-        base = (result, cluster.role_changes, cluster.failed_by_rebalancing, peak_ttft)
-    result, changes, by_rebalancing, peak_ttft = base
+            lags.extend(controller.decision_lags)
+        lost += cluster.failed_by_rebalancing
+        seen[scale] = attainment(cluster.outcomes, TTFT_MS, TBT_MS).both
+        return cluster
+
+    base = run(1.0)
+    result = attainment(base.outcomes, TTFT_MS, TBT_MS)
+    lo, hi = -1, len(grid)  # grid[lo] passes (or nothing does), grid[hi] fails (or everything does)
+    index = grid.index(1.0)
+    if result.both >= 0.9:
+        lo = index
+    else:
+        hi = index
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if grid[mid] not in seen:
+            run(grid[mid])
+        if seen[grid[mid]] >= 0.9:
+            lo = mid
+        else:
+            hi = mid
     return Row(
         workload,
         policy,
         result.both,
-        best,
-        changes,
+        grid[lo] if lo >= 0 else 0.0,
+        base.role_changes,
         result.failed,
-        by_rebalancing,
-        peak_ttft,
+        lost,
+        _peak_ttft(base.outcomes),
         statistics.median(lags) if lags else None,
         time.perf_counter() - started,
     )
@@ -346,10 +355,17 @@ def main() -> None:
         "--model-load", type=float, default=30.0, help="seconds before a new instance is Ready"
     )
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--phase", type=float, default=600.0, help="W1: seconds per phase (the run is four phases)"
+    )
     parser.add_argument("--workloads", default="W1,W2,W3")
     args = parser.parse_args()
     policies = [f"static-{p}" for p in range(1, BUDGET)] + ["dynamo", "tandem"]
-    jobs = [(w, p, args.duration, args.model_load) for w in args.workloads.split(",") for p in policies]
+    jobs = [
+        (w, p, args.duration, args.model_load, args.phase)
+        for w in args.workloads.split(",")
+        for p in policies
+    ]
     started = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         rows = []
@@ -358,7 +374,8 @@ def main() -> None:
             print(f"  done {row.workload} {row.policy} in {row.wall:.0f} s", file=sys.stderr, flush=True)
     print(
         f"budget {BUDGET} instances, SLO TTFT ≤ {TTFT_MS:g} ms and TBT ≤ {TBT_MS:g} ms, {args.duration:g} s "
-        f"simulated per run, model load {args.model_load:g} s, tick {TICK:g} s; "
+        f"simulated per W2/W3 run, W1 four phases of {args.phase:g} s, model load {args.model_load:g} s, "
+        f"tick {TICK:g} s; "
         f"wall {time.perf_counter() - started:.0f} s"
     )
     header = (
@@ -386,7 +403,8 @@ def main() -> None:
             f"{best_static.goodput:.2f}×: ratio {ratio_static:.2f}; vs Dynamo-style {dynamo.goodput:.2f}×: "
             f"ratio {ratio_dynamo:.2f}"
         )
-        per10 = tandem.role_changes / (args.duration / 600)
+        simulated = 4 * args.phase if workload == "W1" else args.duration
+        per10 = tandem.role_changes / (simulated / 600)
         lag = f"{tandem.decision_lag:.1f} s" if tandem.decision_lag is not None else "n/a"
         print(
             f"  Tandem role changes per 10 simulated min: {per10:.1f}; median lag from a sustained breach to "
