@@ -4,8 +4,8 @@ The planner learns what one instance of each role serves from the telemetry it a
 
 - a prefill instance: prompt tokens it computes per second (``prompt_tps × (1 − prefix hit rate)``
   over its ready instances), sampled while requests queue on prefill (it then works at full speed);
-- a decode instance: tokens it generates per second, sampled while requests queue on decode or ITL
-  misses its target.
+- a decode instance: tokens it generates per second within the ITL target, sampled while requests
+  queue on decode or ITL misses its target (then scaled by target / observed ITL).
 
 An interval without a queue only shows a lower bound (the instances served at least that much): it
 raises the estimate, and stands in for it until a queue shows the real rate, so an estimate from
@@ -85,6 +85,9 @@ def learn(obs: Observation, state: State) -> State:
     computed = computed_prompt_tps(obs)
     p_sample = computed / p_ready if computed is not None and p_ready > 0 else None
     d_sample = float(obs.gen_tps) / d_ready if obs.gen_tps is not None and d_ready > 0 else None
+    if d_sample is not None and obs.tbt_p95_ms and obs.tbt_p95_ms > obs.tbt_target_ms:
+        # Served with ITL above its target: within the target an instance serves about that much less.
+        d_sample *= obs.tbt_target_ms / obs.tbt_p95_ms
     return replace(
         state,
         prefill_capacity_tps=_learn(state.prefill_capacity_tps, p_sample, prefill_saturated(obs)),
