@@ -15,7 +15,7 @@ class Params:
     breach_intervals: int = 3
     cooldown_seconds: float = 30.0
     settle_intervals: int = 2
-    headroom: float = 0.8  # an opposing move keeps the donor role below 80 % of its SLO
+    headroom: float = 0.8  # an opposing move keeps the donor below 80 % of its SLO (and of its capacity)
     flap_window_seconds: float = 120.0
     queue_per_instance: float = 4.0  # prefill waiting per instance counted as TTFT pressure
     kv_usage_high: float = 0.9  # decode KV usage counted as TBT pressure

@@ -21,6 +21,13 @@ Rules, in order (the first that applies wins):
    would still meet its SLO with ``headroom`` to spare (its load spread over one instance fewer) and
    the split stays within the bounds and the ratio constraint. Reversing the previous move within
    ``flap_window_seconds`` needs twice the streak (hysteresis: no flapping).
+   ``demand_split`` (with ``demand_split``, the default) comes first at the budget, once the same
+   sustained breach holds: with both roles' per-instance capacities known (configured, or learned from
+   the telemetry by ``rebalancing.demand``) it moves as many instances as the measured demand needs to
+   bring both roles to at most ``headroom`` utilization (the nearest such split), but only as far as
+   the donor's remaining instances would still run at most at ``headroom`` and hold no queue. Its
+   explanation gives the demand, the capacities and both utilizations. Without a prediction, or when
+   the balance does not favour the breached role, the one-instance rule above decides.
 6. ``both_breached``: both roles breach: at the budget nothing can be moved without hurting the
    other; below it the more breached role grows.
 7. ``idle_release`` (only with ``release_idle``): a role far below its SLO for ``idle_intervals``

@@ -228,3 +228,69 @@ def test_learned_capacities_survive_the_stored_state():
     again = State.from_dict(state.as_dict())
     assert again == state
     assert State.from_dict({"prefill_capacity_tps": "x", "decode_capacity_tps": True}) == State()
+
+
+def test_the_observation_reads_each_roles_own_rates_hit_rate_and_ready_instances():
+    from rebalancing.observe import observation_from_snapshot
+
+    snapshot = {
+        "roles": {
+            "prefill": {
+                "waiting": 6.0,
+                "prompt_tps": 30000.0,
+                "hit_rate": 0.25,
+                "requests_ps": 4.0,
+                "ready": 3,
+            },
+            "decode": {
+                "waiting": 0.0,
+                "gen_tps": 2000.0,
+                "prompt_tps": 30000.0,
+                "requests_ps": 4.0,
+                "ready": 4,
+            },
+        },
+        "slo": {"ttft_p95_ms": 2100.0, "tbt_p95_ms": 22.0},
+        # A decode instance counts the prompts it receives too: the totals double the prompt tokens.
+        "totals": {"prompt_tps": 60000.0, "gen_tps": 2000.0},
+        "links": [],
+        "health": {"state": "healthy"},
+    }
+    o = observation_from_snapshot(
+        snapshot, prefill=4, decode=4, ttft_target_ms=1500, tbt_target_ms=50, busy="", now=10.0
+    )
+    assert (o.prompt_tps, o.gen_tps, o.prefill_hit_rate) == (30000.0, 2000.0, 0.25)
+    assert (o.prefill_requests_ps, o.decode_requests_ps, o.prefill_ready, o.decode_ready) == (4.0, 4.0, 3, 4)
+    from rebalancing.demand import learn
+
+    learned = learn(o, State())  # 30k × 0.75 computed over 3 Ready prefill, 6 waiting: saturated
+    assert learned.prefill_capacity_tps == 7500 and learned.decode_capacity_tps == 500
+
+
+def test_reversing_a_predictive_move_soon_needs_twice_the_streak():
+    state = State(prefill_capacity_tps=12500, decode_capacity_tps=2200)
+    verdicts, state = run([rag_obs(5 * i) for i in range(3)], state=state)
+    assert verdicts[-1].rule == "demand_split"
+    state = after_move(state, verdicts[-1], ts=10.0, seconds=60.0)
+    chat = [
+        obs(
+            ts=80 + 5 * i,
+            prefill=6,
+            decode=2,
+            ttft=2600,
+            tbt=28,
+            decode_waiting=150,
+            prompt_tps=20000,
+            prefill_hit_rate=0.5,
+            prefill_requests_ps=20.0,
+            gen_tps=4400,
+            decode_requests_ps=14.0,
+        )
+        for i in range(6)
+    ]
+    verdicts, _ = run(chat, state=state)
+    assert [v.action for v in verdicts[:5]] == ["hold"] * 5
+    assert verdicts[5].rule == "demand_split" and verdicts[5].action == "move_to_decode"
+    # 4.4k tok/s served + 150 queued × 314 tokens (grown over 30 s, cleared within 30 s) ≈ 7.5k tok/s:
+    # 5 decode at 68 %; sized by demand, not one instance at a time.
+    assert (verdicts[5].prefill, verdicts[5].decode) == (3, 5), verdicts[5].explanation
