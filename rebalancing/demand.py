@@ -7,13 +7,16 @@ The planner learns what one instance of each role serves from the telemetry it a
 - a decode instance: tokens it generates per second within the ITL target, sampled while requests
   queue on decode or ITL misses its target (then scaled by target / observed ITL).
 
-An interval without a queue only shows a lower bound (the instances served at least that much): it
-raises the estimate, and stands in for it until a queue shows the real rate, so an estimate from
-light load is conservative (it overstates utilization). Demand per role is what the role served plus its
-backlog, the requests waiting on it times their mean size (tokens per finished request): once as the
-excess that arrived while the breach lasted (the queue's growth rate), once spread over
-``drain_seconds`` (clearing it). With both capacities known, ``balanced_split`` picks the split of the
-same accelerators nearest the current one that keeps both roles at or below the target utilization.
+Every served rate is a lower bound of the capacity, so the estimate is the highest rate seen; an
+interval at full speed (a queue) also lets it decay by ``DECAY`` toward that interval's rate, so it
+follows a slower mix (longer contexts on decode) within a few minutes. Until a queue shows the full
+speed, an estimate from light load is conservative (it overstates utilization).
+
+Demand per role is what the role served plus its backlog, the requests waiting on it times their mean
+size (tokens per finished request): once as the excess that arrived while the breach lasted (the
+queue's growth rate), once spread over ``drain_seconds`` (clearing it). With both capacities known,
+``balanced_split`` picks the split of the same accelerators nearest the current one that keeps each
+role at or below its target utilization.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from rebalancing.inputs import Limits, Observation, Params, State, split_problem
 
-LEARN_WEIGHT = 0.3  # weight of a new saturated sample in the running estimate
+DECAY = 0.97  # per saturated interval: how fast an estimate falls to a lower full-speed rate
 
 
 @dataclass(frozen=True)
@@ -72,9 +75,9 @@ def decode_saturated(obs: Observation) -> bool:
 def _learn(old: float | None, sample: float | None, saturated: bool) -> float | None:
     if sample is None or sample <= 0:
         return old
-    if saturated:
-        return sample if old is None else (1 - LEARN_WEIGHT) * old + LEARN_WEIGHT * sample
-    return sample if old is None else max(old, sample)
+    if old is None:
+        return sample
+    return max(old * DECAY, sample) if saturated else max(old, sample)
 
 
 def learn(obs: Observation, state: State) -> State:
@@ -124,12 +127,13 @@ def demand(obs: Observation, params: Params, state: State) -> Demand:
 
 
 def balanced_split(
-    need: Demand, prefill: int, decode: int, limits: Limits, target: float
+    need: Demand, prefill: int, decode: int, limits: Limits, prefill_target: float, decode_target: float
 ) -> tuple[int, int] | None:
-    """The split of the same accelerators nearest the current one at which both roles run at or below
-    ``target`` utilization; when none does, the one whose busier role is least utilized. Within the
-    bounds and the ratio constraint; None when a capacity is unknown. Staying near the current split
-    keeps the move short and leaves the other role room for the next shift."""
+    """The split of the same accelerators nearest the current one at which each role runs at or below
+    its target utilization; when none does, the one whose busier role is least over its target. Within
+    the bounds and the ratio constraint; None when a capacity is unknown. Staying near the current split
+    keeps the move short (each instance moved costs a drain and a model load) and leaves the other role
+    room for the next shift."""
     if need.prefill_capacity is None or need.decode_capacity is None:
         return None
     total = limits.cost(prefill, decode)
@@ -141,9 +145,12 @@ def balanced_split(
         d = spare // limits.decode_accelerators
         if split_problem(limits, p, d):
             continue
-        busiest = max(need.utilization("prefill", p) or 0.0, need.utilization("decode", d) or 0.0)
-        fits = busiest <= target
-        key = (not fits, 0.0 if fits else round(busiest, 3), abs(p - prefill), (p, d))
+        over = max(
+            (need.utilization("prefill", p) or 0.0) / prefill_target,
+            (need.utilization("decode", d) or 0.0) / decode_target,
+        )
+        fits = over <= 1.0
+        key = (not fits, 0.0 if fits else round(over, 3), abs(p - prefill), (p, d))
         if best is None or key < best:
             best = key
     return best[3] if best is not None else None

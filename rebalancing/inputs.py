@@ -28,6 +28,7 @@ class Params:
     prefill_tokens_per_s: float = 0.0  # uncached prompt tokens one prefill instance computes per second
     decode_tokens_per_s: float = 0.0  # tokens one decode instance generates per second within the ITL target
     drain_seconds: float = 30.0  # a queued backlog counts as demand spread over this long
+    target_utilization: float = 0.8  # the breached role is sized to run at most this busy
 
 
 @dataclass(frozen=True)

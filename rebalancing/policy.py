@@ -217,7 +217,11 @@ def _demand_move(
     if limits.cost(*grown) <= limits.budget:
         return None
     need = demand.demand(obs, params, state)
-    target = demand.balanced_split(need, prefill, decode, limits, params.headroom)
+    # The breached role is sized to `target_utilization`, the donor keeps `headroom`.
+    targets = (params.target_utilization, params.headroom)
+    target = demand.balanced_split(
+        need, prefill, decode, limits, *(targets if role == "prefill" else targets[::-1])
+    )
     if target is None:
         return None
     current = prefill if role == "prefill" else decode

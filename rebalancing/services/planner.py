@@ -38,6 +38,7 @@ PARAM_LIMITS: dict[str, tuple[float, float]] = {
     "prefill_tokens_per_s": (0, 1e9),
     "decode_tokens_per_s": (0, 1e9),
     "drain_seconds": (1, 3600),
+    "target_utilization": (0.1, 1.0),
 }
 BOOL_PARAMS = ("release_idle", "demand_split")
 

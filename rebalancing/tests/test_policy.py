@@ -176,7 +176,9 @@ def test_capacity_is_learned_only_as_a_lower_bound_without_a_queue():
     lighter = learn(rag_obs(5, prefill_waiting=0, ttft=400, prompt_tps=15000), quiet)
     assert lighter.prefill_capacity_tps == 10000  # light load never lowers it
     busy = learn(rag_obs(10), lighter)  # queued: the instances run at full speed (12.5k each)
-    assert busy.prefill_capacity_tps == 0.7 * 10000 + 0.3 * 12500
+    assert busy.prefill_capacity_tps == 12500
+    slower = learn(rag_obs(15, prompt_tps=30000), busy)  # at full speed, slower: it decays toward it
+    assert slower.prefill_capacity_tps == 12500 * 0.97
     cached = learn(rag_obs(0, prefill_hit_rate=0.5), State())
     assert cached.prefill_capacity_tps == 6250  # prefix-cache hits are not computed
     assert learn(rag_obs(0, busy="a move is in progress"), State()) == State()
