@@ -116,6 +116,8 @@ class State:
     last_direction: str = ""  # the role that gained capacity in the last move
     prefill_capacity_tps: float | None = None  # learned per-instance capacities (rebalancing.demand)
     decode_capacity_tps: float | None = None
+    prefill_waiting_last: float | None = None  # the previous interval's queues (is a backlog clearing?)
+    decode_waiting_last: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -127,6 +129,8 @@ class State:
             "last_direction": self.last_direction,
             "prefill_capacity_tps": self.prefill_capacity_tps,
             "decode_capacity_tps": self.decode_capacity_tps,
+            "prefill_waiting_last": self.prefill_waiting_last,
+            "decode_waiting_last": self.decode_waiting_last,
         }
 
     @classmethod
@@ -156,6 +160,8 @@ class State:
             last_direction=str(data.get("last_direction") or ""),
             prefill_capacity_tps=optional("prefill_capacity_tps"),
             decode_capacity_tps=optional("decode_capacity_tps"),
+            prefill_waiting_last=optional("prefill_waiting_last"),
+            decode_waiting_last=optional("decode_waiting_last"),
         )
 
 

@@ -28,6 +28,9 @@ Rules, in order (the first that applies wins):
    the donor's remaining instances would still run at most at ``headroom`` and hold no queue. Its
    explanation gives the demand, the capacities and both utilizations. Without a prediction, or when
    the balance does not favour the breached role, the one-instance rule above decides.
+   ``backlog_draining`` (also with ``demand_split``): the breached role's queue shrank since the last
+   interval fast enough to be empty within ``drain_seconds``: the breach is the backlog of a shift the
+   current split already meets, so the planner holds instead of moving again.
 6. ``both_breached``: both roles breach: at the budget nothing can be moved without hurting the
    other; below it the more breached role grows.
 7. ``idle_release`` (only with ``release_idle``): a role far below its SLO for ``idle_intervals``
@@ -205,6 +208,22 @@ def _tps(value: float) -> str:
     return f"{value / 1000:.1f}k tok/s" if value >= 1000 else f"{value:.0f} tok/s"
 
 
+def _draining(obs: Observation, role: str, before: float | None, params: Params) -> str:
+    """Why the role's breach clears by itself ("" when it does not): its queue shrinks fast enough to be
+    empty within ``drain_seconds`` at this pace (the breach is the backlog of a shift already met)."""
+    waiting = obs.prefill_waiting if role == "prefill" else obs.decode_waiting
+    if before is None or waiting >= before:
+        return ""
+    pace = (before - waiting) / params.interval_seconds
+    seconds = waiting / pace
+    if seconds > params.drain_seconds:
+        return ""
+    return (
+        f"its queue is clearing ({before:.0f} → {waiting:.0f} waiting on {role} in one interval, empty in "
+        f"about {seconds:.0f} s at this pace): no move"
+    )
+
+
 def _demand_move(
     obs: Observation, role: str, streak: int, params: Params, limits: Limits, state: State
 ) -> Verdict | None:
@@ -272,7 +291,12 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
             f"KV link {names} down: a broken link is a link problem, not a ratio problem; "
             "the planner waits until the links are healthy",
         ), replace(state, ttft_streak=0, tbt_streak=0, idle_streak=0)
-    state = demand.learn(obs, _streaks(obs, params, state))
+    queued_before = {"prefill": state.prefill_waiting_last, "decode": state.decode_waiting_last}
+    state = replace(
+        demand.learn(obs, _streaks(obs, params, state)),
+        prefill_waiting_last=obs.prefill_waiting,
+        decode_waiting_last=obs.decode_waiting,
+    )
     if obs.busy:
         return _hold(obs, "busy", f"no move while {obs.busy}"), state
     if state.last_move_ts is not None:
@@ -315,6 +339,11 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
     if ttft_on != tbt_on and params.demand_split:
         role = "prefill" if ttft_on else "decode"
         streak = state.ttft_streak if ttft_on else state.tbt_streak
+        draining = _draining(obs, role, queued_before[role], params)
+        if draining:
+            return _hold(
+                obs, "backlog_draining", f"{_breach_text(obs, role, streak, params)}, but {draining}"
+            ), state
         predicted = _demand_move(obs, role, streak, params, limits, state)
         if predicted is not None:
             return predicted, state

@@ -296,3 +296,16 @@ def test_reversing_a_predictive_move_soon_needs_twice_the_streak():
     # 4.4k tok/s served + 150 queued × 314 tokens (grown over 30 s, cleared within 30 s) ≈ 7.5k tok/s:
     # 5 decode at 68 %; sized by demand, not one instance at a time.
     assert (verdicts[5].prefill, verdicts[5].decode) == (3, 5), verdicts[5].explanation
+
+
+def test_a_backlog_that_clears_by_itself_moves_nothing():
+    state = State(prefill_capacity_tps=12500, decode_capacity_tps=2200)
+    queue = [40, 40, 40, 24]  # the queue stops growing, then shrinks by 16 in one interval
+    verdicts, _ = run([rag_obs(5 * i, prefill_waiting=w) for i, w in enumerate(queue)], state=state)
+    assert verdicts[2].rule == "demand_split"  # sustained and growing: it would move
+    last = verdicts[3]
+    assert last.rule == "backlog_draining" and last.action == "hold", last.explanation
+    assert "40 → 24 waiting on prefill in one interval, empty in about 8 s" in last.explanation
+    slow = [40, 40, 40, 38]  # shrinking too slowly to clear within drain_seconds: it acts
+    verdicts, _ = run([rag_obs(5 * i, prefill_waiting=w) for i, w in enumerate(slow)], state=state)
+    assert verdicts[3].rule == "demand_split"
