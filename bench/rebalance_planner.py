@@ -41,7 +41,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.rebalance_workloads import SCALES, WORKLOADS, w1
+from rebalance_workloads import SCALES, WORKLOADS, w1
+
 from rebalancing.observe import observation_from_snapshot
 from rebalancing.policy import Limits, Observation, Params, State, after_move, decide
 from sandbox.engine.config import PerfConfig
