@@ -21,7 +21,8 @@ def observation_from_snapshot(
     busy: str,
     now: float,
 ) -> Observation:
-    """TTFT/TBT p95 against the targets, queue depth and KV usage per role, token rates, links down."""
+    """TTFT/TBT p95 against the targets, queue depth, KV usage, prefix hit rate, finished requests/s and
+    Ready instances per role, token rates, links down."""
     if snapshot is None:
         return Observation(
             ts=now,
@@ -44,6 +45,15 @@ def observation_from_snapshot(
         for link in snapshot.get("links") or []
         if link.get("state") == "down"
     ]
+
+    def number(role: dict[str, Any], key: str) -> float | None:
+        value = role.get(key)
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    def count(role: dict[str, Any]) -> int | None:
+        value = role.get("ready")
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+
     ttft = slo.get("ttft_p95_ms")
     tbt = slo.get("tbt_p95_ms")
     return Observation(
@@ -58,10 +68,17 @@ def observation_from_snapshot(
         decode_waiting=float(d_role.get("waiting") or 0.0),
         prefill_kv_usage=p_role.get("kv_usage"),
         decode_kv_usage=d_role.get("kv_usage"),
-        prompt_tps=totals.get("prompt_tps"),
-        gen_tps=totals.get("gen_tps"),
+        # The prefill role's prompt tokens and the decode role's generated ones (a decode instance also
+        # counts the prompts it receives, so the topology's totals would count them twice).
+        prompt_tps=number(p_role, "prompt_tps") if p_role else totals.get("prompt_tps"),
+        gen_tps=number(d_role, "gen_tps") if d_role else totals.get("gen_tps"),
         links_down=down,
         stale=(snapshot.get("health") or {}).get("state") == "stale",
         busy=busy,
         prefill_ttft_p95_ms=_ms(p_role.get("ttft_p95")),
+        prefill_hit_rate=number(p_role, "hit_rate"),
+        prefill_requests_ps=number(p_role, "requests_ps"),
+        decode_requests_ps=number(d_role, "requests_ps"),
+        prefill_ready=count(p_role),
+        decode_ready=count(d_role),
     )

@@ -21,6 +21,16 @@ Rules, in order (the first that applies wins):
    would still meet its SLO with ``headroom`` to spare (its load spread over one instance fewer) and
    the split stays within the bounds and the ratio constraint. Reversing the previous move within
    ``flap_window_seconds`` needs twice the streak (hysteresis: no flapping).
+   ``demand_split`` (with ``demand_split``, the default) comes first at the budget, once the same
+   sustained breach holds: with both roles' per-instance capacities known (configured, or learned from
+   the telemetry by ``rebalancing.demand``) it moves as many instances as the measured demand needs to
+   bring both roles to at most ``headroom`` utilization (the nearest such split), but only as far as
+   the donor's remaining instances would still run at most at ``headroom`` and hold no queue. Its
+   explanation gives the demand, the capacities and both utilizations. Without a prediction, or when
+   the balance does not favour the breached role, the one-instance rule above decides.
+   ``backlog_draining`` (also with ``demand_split``): the breached role's queue shrank since the last
+   interval fast enough to be empty within ``drain_seconds``: the breach is the backlog of a shift the
+   current split already meets, so the planner holds instead of moving again.
 6. ``both_breached``: both roles breach: at the budget nothing can be moved without hurting the
    other; below it the more breached role grows.
 7. ``idle_release`` (only with ``release_idle``): a role far below its SLO for ``idle_intervals``
@@ -30,130 +40,23 @@ Rules, in order (the first that applies wins):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-ROLES = ("prefill", "decode")
-OTHER = {"prefill": "decode", "decode": "prefill"}
+from rebalancing import demand
+from rebalancing.inputs import OTHER, ROLES, Limits, Observation, Params, State, split_problem
 
-
-@dataclass(frozen=True)
-class Params:
-    interval_seconds: float = 5.0
-    breach_intervals: int = 3
-    cooldown_seconds: float = 30.0
-    settle_intervals: int = 2
-    headroom: float = 0.8  # an opposing move keeps the donor role below 80 % of its SLO
-    flap_window_seconds: float = 120.0
-    queue_per_instance: float = 4.0  # prefill waiting per instance counted as TTFT pressure
-    kv_usage_high: float = 0.9  # decode KV usage counted as TBT pressure
-    release_idle: bool = False
-    idle_intervals: int = 12
-    idle_headroom: float = 0.5
-
-
-@dataclass(frozen=True)
-class Limits:
-    prefill_min: int
-    prefill_max: int
-    decode_min: int
-    decode_max: int
-    budget: int  # accelerators
-    prefill_accelerators: int = 1  # per instance
-    decode_accelerators: int = 1
-    min_ratio: float | None = None  # prefill / decode
-    max_ratio: float | None = None
-
-    def bounds(self, role: str) -> tuple[int, int]:
-        return (
-            (self.prefill_min, self.prefill_max) if role == "prefill" else (self.decode_min, self.decode_max)
-        )
-
-    def cost(self, prefill: int, decode: int) -> int:
-        return prefill * self.prefill_accelerators + decode * self.decode_accelerators
-
-
-@dataclass(frozen=True)
-class Observation:
-    """What the planner sees at one interval (latencies in ms; None = no data)."""
-
-    ts: float
-    prefill: int  # current replicas per role (the spec moved by in-place switches: the served split)
-    decode: int
-    ttft_p95_ms: float | None
-    tbt_p95_ms: float | None
-    ttft_target_ms: float
-    tbt_target_ms: float
-    prefill_waiting: float = 0.0
-    decode_waiting: float = 0.0
-    prefill_kv_usage: float | None = None
-    decode_kv_usage: float | None = None
-    prompt_tps: float | None = None
-    gen_tps: float | None = None
-    links_down: list[str] = field(default_factory=list)
-    stale: bool = False
-    busy: str = ""  # why a move cannot start now ("" when free)
-    prefill_ttft_p95_ms: float | None = None  # the prefill role's own share (its queue + compute)
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "ts": self.ts,
-            "prefill": self.prefill,
-            "decode": self.decode,
-            "ttft_p95_ms": self.ttft_p95_ms,
-            "tbt_p95_ms": self.tbt_p95_ms,
-            "ttft_target_ms": self.ttft_target_ms,
-            "tbt_target_ms": self.tbt_target_ms,
-            "prefill_waiting": self.prefill_waiting,
-            "decode_waiting": self.decode_waiting,
-            "prefill_kv_usage": self.prefill_kv_usage,
-            "decode_kv_usage": self.decode_kv_usage,
-            "prompt_tps": self.prompt_tps,
-            "gen_tps": self.gen_tps,
-            "links_down": list(self.links_down),
-            "stale": self.stale,
-            "busy": self.busy,
-            "prefill_ttft_p95_ms": self.prefill_ttft_p95_ms,
-        }
-
-
-@dataclass(frozen=True)
-class State:
-    ttft_streak: int = 0
-    tbt_streak: int = 0
-    idle_streak: int = 0
-    last_move_ts: float | None = None
-    last_move_seconds: float = 0.0  # how long the last move took to execute
-    last_direction: str = ""  # the role that gained capacity in the last move
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "ttft_streak": self.ttft_streak,
-            "tbt_streak": self.tbt_streak,
-            "idle_streak": self.idle_streak,
-            "last_move_ts": self.last_move_ts,
-            "last_move_seconds": self.last_move_seconds,
-            "last_direction": self.last_direction,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, object] | None) -> State:
-        data = data or {}
-
-        def num(key: str, default: float) -> float:
-            value = data.get(key)
-            return (
-                float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
-            )
-
-        last = data.get("last_move_ts")
-        return cls(
-            ttft_streak=int(num("ttft_streak", 0)),
-            tbt_streak=int(num("tbt_streak", 0)),
-            idle_streak=int(num("idle_streak", 0)),
-            last_move_ts=float(last) if isinstance(last, (int, float)) else None,
-            last_move_seconds=num("last_move_seconds", 0.0),
-            last_direction=str(data.get("last_direction") or ""),
-        )
+__all__ = [
+    "OTHER",
+    "ROLES",
+    "Limits",
+    "Observation",
+    "Params",
+    "State",
+    "Verdict",
+    "after_move",
+    "decide",
+    "split_problem",
+]
 
 
 @dataclass(frozen=True)
@@ -198,7 +101,7 @@ def ttft_pressure(obs: Observation, params: Params) -> bool:
 
 
 def tbt_pressure(obs: Observation, params: Params) -> bool:
-    """Decode is short: ITL misses its target, its KV cache is nearly full, or requests queue before it."""
+    """Decode is short: TBT misses its target, its KV cache is nearly full, or requests queue before it."""
     if obs.tbt_p95_ms is not None and obs.tbt_p95_ms > obs.tbt_target_ms:
         return True
     if _queued(obs, "decode", params):
@@ -233,30 +136,6 @@ def donor_still_meets(obs: Observation, donor: str, headroom: float) -> tuple[bo
     if donor == "decode" and obs.decode_kv_usage is not None and obs.decode_kv_usage * scale > 0.9:
         return False, f"decode KV usage {obs.decode_kv_usage:.0%} would exceed 90 % on {count - 1} instances"
     return True, f"{donor} {label} {_ms(observed)} < {_ms(target)} target"
-
-
-def split_problem(limits: Limits, prefill: int, decode: int) -> str:
-    """Why a split is not allowed ("" when it is): bounds, budget, ratio constraint."""
-    for role, count in (("prefill", prefill), ("decode", decode)):
-        lo, hi = limits.bounds(role)
-        if count < lo:
-            return f"{role} would drop to {count}, below its minimum of {lo}"
-        if count > hi:
-            return f"{role} would rise to {count}, above its maximum of {hi}"
-    cost = limits.cost(prefill, decode)
-    if cost > limits.budget:
-        return f"{prefill}P/{decode}D needs {cost} accelerators, over the budget of {limits.budget}"
-    if decode > 0:
-        ratio = prefill / decode
-        if limits.min_ratio is not None and ratio < limits.min_ratio - 1e-9:
-            return (
-                f"P:D ratio {ratio:.2f} would be below the ratio constraint's minRatio {limits.min_ratio:g}"
-            )
-        if limits.max_ratio is not None and ratio > limits.max_ratio + 1e-9:
-            return (
-                f"P:D ratio {ratio:.2f} would be above the ratio constraint's maxRatio {limits.max_ratio:g}"
-            )
-    return ""
 
 
 def _streaks(obs: Observation, params: Params, state: State) -> State:
@@ -325,6 +204,78 @@ def _grow(obs: Observation, role: str, streak: int, params: Params, limits: Limi
     )
 
 
+def _tps(value: float) -> str:
+    return f"{value / 1000:.1f}k tok/s" if value >= 1000 else f"{value:.0f} tok/s"
+
+
+def _draining(obs: Observation, role: str, before: float | None, params: Params) -> str:
+    """Why the role's breach clears by itself ("" when it does not): its queue shrinks fast enough to be
+    empty within ``drain_seconds`` at this pace (the breach is the backlog of a shift already met)."""
+    waiting = obs.prefill_waiting if role == "prefill" else obs.decode_waiting
+    if before is None or waiting >= before:
+        return ""
+    pace = (before - waiting) / params.interval_seconds
+    seconds = waiting / pace
+    if seconds > params.drain_seconds:
+        return ""
+    return (
+        f"its queue is clearing ({before:.0f} → {waiting:.0f} waiting on {role} in one interval, empty in "
+        f"about {seconds:.0f} s at this pace): no move"
+    )
+
+
+def _demand_move(
+    obs: Observation, role: str, streak: int, params: Params, limits: Limits, state: State
+) -> Verdict | None:
+    """``demand_split``: at the budget, a sustained breach moves the breached role straight to the
+    balanced split of the measured demand, as far as the donor keeps ``headroom`` (predicted from its
+    capacity) and holds no queue. None: no prediction (a capacity unknown, below the budget, or the
+    balance does not favour this role): the one-instance rules decide."""
+    prefill, decode = obs.prefill, obs.decode
+    grown = (prefill + 1, decode) if role == "prefill" else (prefill, decode + 1)
+    if limits.cost(*grown) <= limits.budget:
+        return None
+    need = demand.demand(obs, params, state)
+    # The breached role is sized to `target_utilization`, the donor keeps `headroom`.
+    targets = (params.target_utilization, params.headroom)
+    target = demand.balanced_split(
+        need, prefill, decode, limits, *(targets if role == "prefill" else targets[::-1])
+    )
+    if target is None:
+        return None
+    current = prefill if role == "prefill" else decode
+    wanted = (target[0] if role == "prefill" else target[1]) - current
+    donor = OTHER[role]
+    donor_now = decode if role == "prefill" else prefill
+    donor_waiting = obs.decode_waiting if role == "prefill" else obs.prefill_waiting
+    for gained in range(wanted, 0, -1):
+        left = donor_now - gained
+        split = (prefill + gained, left) if role == "prefill" else (left, decode + gained)
+        if left < 1 or split_problem(limits, *split):
+            continue
+        use = need.utilization(donor, left)
+        if use is None or use > params.headroom or donor_waiting / left > 1.0:
+            continue
+        kv = obs.decode_kv_usage
+        if donor == "decode" and kv is not None and kv * donor_now / left > params.kv_usage_high:
+            continue
+        gain_use = need.utilization(role, current + gained)
+        p_cap, d_cap = need.prefill_capacity or 0.0, need.decode_capacity or 0.0
+        why = _breach_text(obs, role, streak, params)
+        return Verdict(
+            "demand_split",
+            f"move_to_{role}",
+            split[0],
+            split[1],
+            f"{gained} {donor} → {role} ({prefill}P/{decode}D → {split[0]}P/{split[1]}D): {why}; "
+            f"prompt demand {_tps(need.prefill_tps)} uncached ≈ {need.prefill_tps / p_cap:.1f} prefill "
+            f"at {_tps(p_cap)} each, generation {_tps(need.decode_tps)} ≈ "
+            f"{need.decode_tps / d_cap:.1f} decode at {_tps(d_cap)} each; {role} would run at "
+            f"{(gain_use or 0.0):.0%}, {donor} at {use:.0%} (≤ {params.headroom:.0%}), budget full",
+        )
+    return None
+
+
 def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tuple[Verdict, State]:
     """One planner interval. Pure: the same inputs give the same verdict and state."""
     if obs.stale or (obs.ttft_p95_ms is None and obs.tbt_p95_ms is None):
@@ -340,7 +291,12 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
             f"KV link {names} down: a broken link is a link problem, not a ratio problem; "
             "the planner waits until the links are healthy",
         ), replace(state, ttft_streak=0, tbt_streak=0, idle_streak=0)
-    state = _streaks(obs, params, state)
+    queued_before = {"prefill": state.prefill_waiting_last, "decode": state.decode_waiting_last}
+    state = replace(
+        demand.learn(obs, _streaks(obs, params, state)),
+        prefill_waiting_last=obs.prefill_waiting,
+        decode_waiting_last=obs.decode_waiting,
+    )
     if obs.busy:
         return _hold(obs, "busy", f"no move while {obs.busy}"), state
     if state.last_move_ts is not None:
@@ -380,6 +336,17 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
             f"{_breach_text(obs, 'decode', state.tbt_streak, params)}) and the budget is full: "
             "more accelerators are needed, moving one role would hurt the other",
         ), state
+    if ttft_on != tbt_on and params.demand_split:
+        role = "prefill" if ttft_on else "decode"
+        streak = state.ttft_streak if ttft_on else state.tbt_streak
+        draining = _draining(obs, role, queued_before[role], params)
+        if draining:
+            return _hold(
+                obs, "backlog_draining", f"{_breach_text(obs, role, streak, params)}, but {draining}"
+            ), state
+        predicted = _demand_move(obs, role, streak, params, limits, state)
+        if predicted is not None:
+            return predicted, state
     if ttft_on:
         return _grow(obs, "prefill", state.ttft_streak, params, limits, state), state
     if tbt_on:

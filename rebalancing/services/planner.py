@@ -36,7 +36,12 @@ PARAM_LIMITS: dict[str, tuple[float, float]] = {
     "kv_usage_high": (0.1, 1.0),
     "idle_intervals": (1, 10000),
     "idle_headroom": (0.05, 1.0),
+    "prefill_tokens_per_s": (0, 1e9),
+    "decode_tokens_per_s": (0, 1e9),
+    "drain_seconds": (1, 3600),
+    "target_utilization": (0.1, 1.0),
 }
+BOOL_PARAMS = ("release_idle", "demand_split")
 
 
 # --- planner settings -------------------------------------------------------------------------------
@@ -57,7 +62,7 @@ def clean_params(raw: Any) -> dict[str, Any]:
         if key not in known:
             problems[f"params.{key}"] = [f"unknown parameter; use one of {sorted(known)}"]
             continue
-        if key == "release_idle":
+        if key in BOOL_PARAMS:
             if not isinstance(value, bool):
                 problems[f"params.{key}"] = ["use true or false"]
             else:

@@ -21,19 +21,6 @@ from rebalancing.services.steps import finish as _finish
 from rebalancing.services.steps import log_step as _log
 from rebalancing.switching import switch_path, victim_problem
 
-PARAM_LIMITS: dict[str, tuple[float, float]] = {
-    "interval_seconds": (1, 300),
-    "breach_intervals": (1, 100),
-    "cooldown_seconds": (0, 3600),
-    "settle_intervals": (0, 100),
-    "headroom": (0.1, 1.0),
-    "flap_window_seconds": (0, 24 * 3600),
-    "queue_per_instance": (0.5, 10000),
-    "kv_usage_high": (0.1, 1.0),
-    "idle_intervals": (1, 10000),
-    "idle_headroom": (0.05, 1.0),
-}
-
 
 # --- ratio changes and role switches --------------------------------------------------------------
 

@@ -146,3 +146,166 @@ def test_the_prefill_donor_is_judged_by_its_own_share_of_ttft():
     verdicts, _ = run(observations)
     assert verdicts[-1].action == "move_to_decode", verdicts[-1]
     assert "prefill TTFT p95 200 ms < 1.50 s target" in verdicts[-1].explanation
+
+
+# --- the predictive split (rebalancing.demand) ------------------------------------------------------
+def rag_obs(ts: float, **kw) -> Observation:
+    """8k-token prompts queue on 3 prefill, each computing 12.5k tokens/s; decode idles."""
+    values = dict(
+        prefill=3,
+        decode=5,
+        ttft=3100,
+        tbt=18,
+        prefill_waiting=20,
+        prompt_tps=37500,
+        prefill_hit_rate=0.0,
+        prefill_requests_ps=37500 / 8000,
+        gen_tps=1200,
+        decode_requests_ps=6.0,
+        decode_waiting=0,
+    )
+    values.update(kw)
+    return obs(ts=ts, **values)  # type: ignore[arg-type]
+
+
+def test_capacity_is_learned_only_as_a_lower_bound_without_a_queue():
+    from rebalancing.demand import learn
+
+    quiet = learn(rag_obs(0, prefill_waiting=0, ttft=400, prompt_tps=30000), State())
+    assert quiet.prefill_capacity_tps == 10000  # 30k over 3 ready prefill: at least that much
+    lighter = learn(rag_obs(5, prefill_waiting=0, ttft=400, prompt_tps=15000), quiet)
+    assert lighter.prefill_capacity_tps == 10000  # light load never lowers it
+    busy = learn(rag_obs(10), lighter)  # queued: the instances run at full speed (12.5k each)
+    assert busy.prefill_capacity_tps == 12500
+    slower = learn(rag_obs(15, prompt_tps=30000), busy)  # at full speed, slower: it decays toward it
+    assert slower.prefill_capacity_tps == 12500 * 0.97
+    cached = learn(rag_obs(0, prefill_hit_rate=0.5), State())
+    assert cached.prefill_capacity_tps == 6250  # prefix-cache hits are not computed
+    assert learn(rag_obs(0, busy="a move is in progress"), State()) == State()
+
+
+def test_a_sustained_prompt_breach_moves_straight_to_the_split_the_demand_needs():
+    limits = Limits(prefill_min=1, prefill_max=7, decode_min=1, decode_max=7, budget=8)
+    state = State(prefill_capacity_tps=12500, decode_capacity_tps=2200)
+    verdicts, _ = run([rag_obs(5 * i) for i in range(3)], limits=limits, state=state)
+    assert [v.action for v in verdicts[:2]] == ["hold", "hold"]  # sustained first
+    last = verdicts[-1]
+    assert last.rule == "demand_split" and last.action == "move_to_prefill"
+    # Served 37.5k tok/s; the 20 × 8k queued arrived over the 3 intervals (+10.7k tok/s) and clearing
+    # them within 30 s adds 5.3k: 53.5k tok/s, which 5 prefill would run at 86 %, 6 at 71 %.
+    assert (last.prefill, last.decode) == (6, 2), last.explanation
+    assert "3 decode → prefill (3P/5D → 6P/2D)" in last.explanation
+    assert "TTFT p95 3.10 s" in last.explanation and "for 3 intervals" in last.explanation
+    assert "prompt demand 53.5k tok/s uncached ≈ 4.3 prefill at 12.5k tok/s each" in last.explanation
+    assert "prefill would run at 71%, decode at 27% (≤ 80%), budget full" in last.explanation
+
+
+def test_the_predictive_move_keeps_the_donor_within_headroom_and_the_bounds():
+    limits = Limits(prefill_min=1, prefill_max=4, decode_min=1, decode_max=7, budget=8)
+    state = State(prefill_capacity_tps=12500, decode_capacity_tps=2200)
+    verdicts, _ = run([rag_obs(5 * i) for i in range(3)], limits=limits, state=state)
+    assert (verdicts[-1].prefill, verdicts[-1].decode) == (4, 4)  # prefill_max 4: as far as allowed
+    # Generation needs 5k tok/s: 2 decode at 2.2k tok/s would run at 114 %, so the move stops at 3 (76 %).
+    verdicts, _ = run([rag_obs(5 * i, gen_tps=5000) for i in range(3)], state=state)
+    assert verdicts[-1].rule == "demand_split" and (verdicts[-1].prefill, verdicts[-1].decode) == (5, 3)
+    assert "decode at 76% (≤ 80%)" in verdicts[-1].explanation
+
+
+def test_without_a_capacity_estimate_the_one_instance_rule_decides():
+    verdicts, _ = run([rag_obs(5 * i) for i in range(3)], state=State())
+    # The first interval already teaches a lower bound for both roles, which is conservative: decode
+    # looks fully used at 5 instances, so no predictive move; the one-instance rule moves one.
+    assert verdicts[-1].rule == "ttft_breach" and (verdicts[-1].prefill, verdicts[-1].decode) == (4, 4)
+
+
+def test_steady_load_with_known_capacity_does_not_move():
+    state = State(prefill_capacity_tps=12500, decode_capacity_tps=2200)
+    steady = [rag_obs(5 * i, ttft=700, prefill_waiting=0, prompt_tps=30000) for i in range(30)]
+    verdicts, _ = run(steady, state=state)
+    assert {v.action for v in verdicts} == {"hold"} and verdicts[-1].rule == "steady"
+
+
+def test_learned_capacities_survive_the_stored_state():
+    state = State(prefill_capacity_tps=12500.0, decode_capacity_tps=None)
+    again = State.from_dict(state.as_dict())
+    assert again == state
+    assert State.from_dict({"prefill_capacity_tps": "x", "decode_capacity_tps": True}) == State()
+
+
+def test_the_observation_reads_each_roles_own_rates_hit_rate_and_ready_instances():
+    from rebalancing.observe import observation_from_snapshot
+
+    snapshot = {
+        "roles": {
+            "prefill": {
+                "waiting": 6.0,
+                "prompt_tps": 30000.0,
+                "hit_rate": 0.25,
+                "requests_ps": 4.0,
+                "ready": 3,
+            },
+            "decode": {
+                "waiting": 0.0,
+                "gen_tps": 2000.0,
+                "prompt_tps": 30000.0,
+                "requests_ps": 4.0,
+                "ready": 4,
+            },
+        },
+        "slo": {"ttft_p95_ms": 2100.0, "tbt_p95_ms": 22.0},
+        # A decode instance counts the prompts it receives too: the totals double the prompt tokens.
+        "totals": {"prompt_tps": 60000.0, "gen_tps": 2000.0},
+        "links": [],
+        "health": {"state": "healthy"},
+    }
+    o = observation_from_snapshot(
+        snapshot, prefill=4, decode=4, ttft_target_ms=1500, tbt_target_ms=50, busy="", now=10.0
+    )
+    assert (o.prompt_tps, o.gen_tps, o.prefill_hit_rate) == (30000.0, 2000.0, 0.25)
+    assert (o.prefill_requests_ps, o.decode_requests_ps, o.prefill_ready, o.decode_ready) == (4.0, 4.0, 3, 4)
+    from rebalancing.demand import learn
+
+    learned = learn(o, State())  # 30k × 0.75 computed over 3 Ready prefill, 6 waiting: saturated
+    assert learned.prefill_capacity_tps == 7500 and learned.decode_capacity_tps == 500
+
+
+def test_reversing_a_predictive_move_soon_needs_twice_the_streak():
+    state = State(prefill_capacity_tps=12500, decode_capacity_tps=2200)
+    verdicts, state = run([rag_obs(5 * i) for i in range(3)], state=state)
+    assert verdicts[-1].rule == "demand_split"
+    state = after_move(state, verdicts[-1], ts=10.0, seconds=60.0)
+    chat = [
+        obs(
+            ts=80 + 5 * i,
+            prefill=6,
+            decode=2,
+            ttft=2600,
+            tbt=28,
+            decode_waiting=150,
+            prompt_tps=20000,
+            prefill_hit_rate=0.5,
+            prefill_requests_ps=20.0,
+            gen_tps=4400,
+            decode_requests_ps=14.0,
+        )
+        for i in range(6)
+    ]
+    verdicts, _ = run(chat, state=state)
+    assert [v.action for v in verdicts[:5]] == ["hold"] * 5
+    assert verdicts[5].rule == "demand_split" and verdicts[5].action == "move_to_decode"
+    # 4.4k tok/s served + 150 queued × 314 tokens (grown over 30 s, cleared within 30 s) ≈ 7.5k tok/s:
+    # 5 decode at 68 %; sized by demand, not one instance at a time.
+    assert (verdicts[5].prefill, verdicts[5].decode) == (3, 5), verdicts[5].explanation
+
+
+def test_a_backlog_that_clears_by_itself_moves_nothing():
+    state = State(prefill_capacity_tps=12500, decode_capacity_tps=2200)
+    queue = [40, 40, 40, 24]  # the queue stops growing, then shrinks by 16 in one interval
+    verdicts, _ = run([rag_obs(5 * i, prefill_waiting=w) for i, w in enumerate(queue)], state=state)
+    assert verdicts[2].rule == "demand_split"  # sustained and growing: it would move
+    last = verdicts[3]
+    assert last.rule == "backlog_draining" and last.action == "hold", last.explanation
+    assert "40 → 24 waiting on prefill in one interval, empty in about 8 s" in last.explanation
+    slow = [40, 40, 40, 38]  # shrinking too slowly to clear within drain_seconds: it acts
+    verdicts, _ = run([rag_obs(5 * i, prefill_waiting=w) for i, w in enumerate(slow)], state=state)
+    assert verdicts[3].rule == "demand_split"

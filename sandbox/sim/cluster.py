@@ -72,6 +72,12 @@ class ClusterView:
     prompt_tps: float
     gen_tps: float
     finished: int
+    # Like the per-role telemetry Tandem collects: prefix-cache hit rate of the prefill role's prompt
+    # tokens, requests each role finished per second, sequences in decode's running batch.
+    prefill_hit_rate: float | None = None
+    prefill_requests_ps: float | None = None
+    decode_requests_ps: float | None = None
+    decode_running: float | None = None
 
 
 Controller = Callable[[ClusterView], "tuple[int, int] | None"]
@@ -121,6 +127,8 @@ class SimCluster:
         self._window: list[Outcome] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._last_tokens = (0, 0)
+        self._last_prefix = (0, 0)
+        self._prefilled = 0  # prefill-role requests finished in the current interval
 
     # --- instances ------------------------------------------------------------------------------
     def _lookup(self, address: str) -> SimEngine | None:
@@ -260,6 +268,7 @@ class SimCluster:
                 self.inflight[prefill.name] -= 1
                 prefill.inflight -= 1
             if first.finish_reason != "abort":
+                self._prefilled += 1
                 break
             outcome.error = first.error or "prefill aborted"
             exclude.add(prefill.name)
@@ -332,6 +341,11 @@ class SimCluster:
         gen = sum(i.engine.stats.generation_tokens for i in self.instances.values() if i.role == "decode")
         last_prompt, last_gen = self._last_tokens
         self._last_tokens = (prompt, gen)
+        prefills = [i.engine.stats for i in self.instances.values() if i.role == "prefill"]
+        queries, hits = sum(s.prefix_queries for s in prefills), sum(s.prefix_hits for s in prefills)
+        last_queries, last_hits = self._last_prefix
+        self._last_prefix = (queries, hits)
+        prefilled, self._prefilled = self._prefilled, 0
         decodes = [i for i in self.instances.values() if i.role == "decode" and i.state == "ready"]
         return ClusterView(
             ts=clock.now(),
@@ -351,6 +365,12 @@ class SimCluster:
             prompt_tps=max(0, prompt - last_prompt) / interval,
             gen_tps=max(0, gen - last_gen) / interval,
             finished=len(window),
+            prefill_hit_rate=(hits - last_hits) / (queries - last_queries)
+            if queries > last_queries
+            else None,
+            prefill_requests_ps=prefilled / interval,
+            decode_requests_ps=len(window) / interval,
+            decode_running=float(sum(i.engine.scheduler.num_running for i in decodes)),
         )
 
     # --- a run ----------------------------------------------------------------------------------
