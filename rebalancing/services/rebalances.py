@@ -21,7 +21,6 @@ from rebalancing.services.steps import finish as _finish
 from rebalancing.services.steps import log_step as _log
 from rebalancing.switching import switch_path, victim_problem
 
-
 # --- ratio changes and role switches --------------------------------------------------------------
 
 
