@@ -20,7 +20,10 @@ meet both; bisection over the workload's grid, W1 0.5 … 4.0 in steps of 0.25),
 requests at the base rate, requests lost to rebalancing over every rate tried; W2 also TTFT attainment
 at the peak, W3 role changes per 10 simulated minutes. Every policy but the static splits starts at
 4P/4D. Restart-based moves cost --model-load seconds before the new instance is Ready, and a ratio change
-is executed one instance at a time. Then the planner's tick time (snapshot → observation → decision)
+is executed one instance at a time. Tandem runs twice: ``tandem`` with restart-based moves (vLLM), and
+``tandem-ip`` with in-place switches (MindIE, SGLang with Mooncake): out of routing, drained, then the
+sandbox's link teardown, role switch and link set-up times, no model load. The Dynamo-style rule scales
+replicas, so its moves are restart-based. Then the planner's tick time (snapshot → observation → decision)
 for a 64-instance topology.
 
     .venv/bin/python bench/rebalance_planner.py [--duration 600] [--phase 600] [--workers 2] [--quick]
@@ -57,6 +60,9 @@ LIMITS = Limits(prefill_min=1, prefill_max=7, decode_min=1, decode_max=7, budget
 # The sandbox's defaults except the KV cache: 32768 blocks of 16 tokens (~60 GB of a small model's KV on an
 # 80 GB accelerator), so an 8k-token request does not exhaust a decode instance on its own.
 PERF = PerfConfig(num_gpu_blocks=32768)
+# What the planner assumes a move costs before it has seen one: about what an in-place switch took in
+# the sandbox (rebalancing/tests/test_in_place_sandbox.py: 1.3 s on MindIE).
+IN_PLACE_FIRST_GUESS = 1.5
 
 
 # --- controllers ------------------------------------------------------------------------------------
@@ -166,6 +172,8 @@ def _controller(policy: str, model_load: float):  # type: ignore[no-untyped-def]
         return Dynamo()
     if policy == "tandem":
         return Tandem(model_load)
+    if policy == "tandem-ip":
+        return Tandem(IN_PLACE_FIRST_GUESS)
     return None
 
 
@@ -208,6 +216,7 @@ def evaluate(args: tuple[str, str, float, float, float]) -> Row:
             budget=BUDGET,
             model_load_seconds=model_load,
             cfg=PERF,
+            in_place=policy == "tandem-ip",
         )
         if isinstance(controller, Tandem):
             lags.extend(controller.decision_lags)
@@ -290,6 +299,23 @@ def tick_time(instances: int = 64, repeat: int = 2000) -> tuple[float, float]:
     return statistics.median(times), times[int(0.99 * len(times))]
 
 
+def _compare(tandem: Row, best_static: Row, dynamo: Row, simulated: float) -> None:
+    ratio_static = tandem.goodput / best_static.goodput if best_static.goodput else float("inf")
+    ratio_dynamo = tandem.goodput / dynamo.goodput if dynamo.goodput else float("inf")
+    peak = f", peak TTFT attainment {tandem.peak_ttft:.1%}" if tandem.peak_ttft is not None else ""
+    print(
+        f"  {tandem.policy}: goodput {tandem.goodput:.2f}× base vs best static ({best_static.policy}) "
+        f"{best_static.goodput:.2f}×: ratio {ratio_static:.2f}; vs Dynamo-style {dynamo.goodput:.2f}×: "
+        f"ratio {ratio_dynamo:.2f}{peak}"
+    )
+    per10 = tandem.role_changes / (simulated / 600)
+    lag = f"{tandem.decision_lag:.1f} s" if tandem.decision_lag is not None else "n/a"
+    print(
+        f"  {tandem.policy}: role changes per 10 simulated min {per10:.1f}; median lag from a sustained "
+        f"breach to the move it caused (busy/cooldown included): {lag}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=600.0, help="simulated seconds per run")
@@ -306,7 +332,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.phase, args.duration = 300.0, 300.0
-    policies = [f"static-{p}" for p in range(1, BUDGET)] + ["dynamo", "tandem"]
+    policies = [f"static-{p}" for p in range(1, BUDGET)] + ["dynamo", "tandem", "tandem-ip"]
     if args.policies:
         policies = [p for p in policies if p in args.policies.split(",")]
     jobs = [
@@ -342,8 +368,7 @@ def main() -> None:
             )
         statics = [r for r in group if r.policy.startswith("static")]
         dynamo = next((r for r in group if r.policy == "dynamo"), None)
-        tandem = next((r for r in group if r.policy == "tandem"), None)
-        if not statics or dynamo is None or tandem is None:
+        if not statics or dynamo is None:
             continue  # a subset of the policies: no comparison
         best_static = max(statics, key=lambda r: (r.goodput, r.attainment))
         if workload == "W2":
@@ -351,23 +376,10 @@ def main() -> None:
             if peaks:
                 top = max(peaks, key=lambda r: r.peak_ttft or 0.0)
                 print(
-                    f"  W2 peak TTFT attainment: Tandem {tandem.peak_ttft or 0.0:.1%}, best static split "
-                    f"({top.policy}) {top.peak_ttft or 0.0:.1%}"
+                    f"  W2 peak TTFT attainment: best static split ({top.policy}) {top.peak_ttft or 0.0:.1%}"
                 )
-        ratio_static = tandem.goodput / best_static.goodput if best_static.goodput else float("inf")
-        ratio_dynamo = tandem.goodput / dynamo.goodput if dynamo.goodput else float("inf")
-        print(
-            f"  Tandem goodput {tandem.goodput:.2f}× base vs best static ({best_static.policy}) "
-            f"{best_static.goodput:.2f}×: ratio {ratio_static:.2f}; vs Dynamo-style {dynamo.goodput:.2f}×: "
-            f"ratio {ratio_dynamo:.2f}"
-        )
-        simulated = 4 * args.phase if workload == "W1" else args.duration
-        per10 = tandem.role_changes / (simulated / 600)
-        lag = f"{tandem.decision_lag:.1f} s" if tandem.decision_lag is not None else "n/a"
-        print(
-            f"  Tandem role changes per 10 simulated min: {per10:.1f}; median lag from a sustained breach to "
-            f"the move it caused (busy/cooldown included): {lag}"
-        )
+        for tandem in (r for r in group if r.policy.startswith("tandem")):
+            _compare(tandem, best_static, dynamo, 4 * args.phase if workload == "W1" else args.duration)
     median, p99 = tick_time()
     print()
     print(

@@ -91,11 +91,21 @@ def learn(obs: Observation, state: State) -> State:
     if d_sample is not None and obs.tbt_p95_ms and obs.tbt_p95_ms > obs.tbt_target_ms:
         # Served with TBT above its target: within the target an instance serves about that much less.
         d_sample *= obs.tbt_target_ms / obs.tbt_p95_ms
+    p_full, d_full = prefill_saturated(obs), decode_saturated(obs)
     return replace(
         state,
-        prefill_capacity_tps=_learn(state.prefill_capacity_tps, p_sample, prefill_saturated(obs)),
-        decode_capacity_tps=_learn(state.decode_capacity_tps, d_sample, decode_saturated(obs)),
+        prefill_capacity_tps=_learn(state.prefill_capacity_tps, p_sample, p_full),
+        decode_capacity_tps=_learn(state.decode_capacity_tps, d_sample, d_full),
+        prefill_capacity_full=state.prefill_capacity_full or (p_full and p_sample is not None),
+        decode_capacity_full=state.decode_capacity_full or (d_full and d_sample is not None),
     )
+
+
+def capacity_known(role: str, params: Params, state: State) -> bool:
+    """Whether the role's capacity is configured or was measured at full speed (not a lower bound)."""
+    if role == "prefill":
+        return params.prefill_tokens_per_s > 0 or state.prefill_capacity_full
+    return params.decode_tokens_per_s > 0 or state.decode_capacity_full
 
 
 def _capacity(configured: float, learned: float | None) -> float | None:

@@ -29,6 +29,9 @@ class Params:
     decode_tokens_per_s: float = 0.0  # tokens one decode instance generates per second within the TBT target
     drain_seconds: float = 30.0  # a queued backlog counts as demand spread over this long
     target_utilization: float = 0.8  # the breached role is sized to run at most this busy
+    # A move at the budget leaves the donor at least this many instances (at most a third of them): a
+    # single instance cannot absorb the next shift of the mix.
+    donor_keeps: int = 2
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,9 @@ class State:
     decode_capacity_tps: float | None = None
     prefill_waiting_last: float | None = None  # the previous interval's queues (is a backlog clearing?)
     decode_waiting_last: float | None = None
+    # Whether a capacity estimate was sampled at full speed (a queue), not only a lower bound.
+    prefill_capacity_full: bool = False
+    decode_capacity_full: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -131,6 +137,8 @@ class State:
             "decode_capacity_tps": self.decode_capacity_tps,
             "prefill_waiting_last": self.prefill_waiting_last,
             "decode_waiting_last": self.decode_waiting_last,
+            "prefill_capacity_full": self.prefill_capacity_full,
+            "decode_capacity_full": self.decode_capacity_full,
         }
 
     @classmethod
@@ -162,6 +170,8 @@ class State:
             decode_capacity_tps=optional("decode_capacity_tps"),
             prefill_waiting_last=optional("prefill_waiting_last"),
             decode_waiting_last=optional("decode_waiting_last"),
+            prefill_capacity_full=data.get("prefill_capacity_full") is True,
+            decode_capacity_full=data.get("decode_capacity_full") is True,
         )
 
 

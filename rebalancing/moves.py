@@ -81,3 +81,29 @@ def target_problems(
     if (prefill, decode) == (target_prefill, target_decode):
         problems["prefill"] = [f"the topology already runs {prefill}P/{decode}D; choose a different split"]
     return problems
+
+
+def plan_switches(
+    pods: dict[str, tuple[str, str]], target_prefill: int, target_decode: int
+) -> list[dict[str, str]]:
+    """In-place switches from the split the pods serve to the target (same total), one instance at a
+    time. ``pods``: name → (role it serves, its template's role); pods out of routing are not moved.
+    An instance serving another role than its template's goes back first (fewer overrides); then the
+    highest-named, the one its orchestrator would remove last in a scale-down anyway."""
+    serving = {
+        role: sorted((n for n, (s, _) in pods.items() if s == role), reverse=True)
+        for role in ("prefill", "decode")
+    }
+    away = sorted(n for n, (s, _) in pods.items() if s not in serving)
+    if away:
+        raise ValueError(f"{', '.join(away)} is out of routing")
+    if len(serving["prefill"]) + len(serving["decode"]) != target_prefill + target_decode:
+        raise ValueError("an in-place ratio change keeps the number of instances")
+    gain = target_prefill - len(serving["prefill"])
+    source, target = ("decode", "prefill") if gain > 0 else ("prefill", "decode")
+    candidates = sorted(serving[source], key=lambda n: pods[n][1] != target)  # stable: keeps name order
+    if abs(gain) >= len(candidates):
+        raise ValueError(f"the target leaves no {source} instance")
+    return [
+        {"instance": name, "source_role": source, "target_role": target} for name in candidates[: abs(gain)]
+    ]

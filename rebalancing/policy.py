@@ -109,6 +109,12 @@ def tbt_pressure(obs: Observation, params: Params) -> bool:
     return obs.decode_kv_usage is not None and obs.decode_kv_usage > params.kv_usage_high
 
 
+def donor_floor(instances: int, params: Params) -> int:
+    """The fewest instances a move at the budget leaves the donor: ``donor_keeps``, but never more than
+    a third of the instances (a 1P/2D topology can still move one)."""
+    return max(1, min(params.donor_keeps, instances // 3))
+
+
 def donor_still_meets(obs: Observation, donor: str, headroom: float) -> tuple[bool, str]:
     """Would the donor role meet its SLO with one instance fewer (its load spread over n-1)?"""
     count = obs.prefill if donor == "prefill" else obs.decode
@@ -197,6 +203,22 @@ def _grow(obs: Observation, role: str, streak: int, params: Params, limits: Limi
     if problem:
         return _hold(obs, rule, f"{why}, budget full, and moving one {other} is not allowed: {problem}")
     ok, donor = donor_still_meets(obs, other, params.headroom)
+    floor = donor_floor(prefill + decode, params)
+    if ok and (moved[1] if other == "decode" else moved[0]) < floor:
+        ok, donor = False, f"{other} keeps at least {floor} instances (donor_keeps)"
+    if ok and params.demand_split and demand.capacity_known(other, params, state):
+        # Latency alone does not see the donor's demand: with its capacity measured at full speed, the
+        # instances left must carry it within headroom too (one prefill cannot do 1.4 prefills' work).
+        left = (decode if other == "decode" else prefill) - 1
+        use = demand.demand(obs, params, state).utilization(other, left)
+        if use is not None and use > params.headroom:
+            ok, donor = (
+                False,
+                (
+                    f"{left} {other} would run at {use:.0%} of its capacity for the measured demand "
+                    f"(at most {params.headroom:.0%})"
+                ),
+            )
     if not ok:
         return _hold(obs, rule, f"{why}, budget full; no {other} can be spared: {donor}")
     return Verdict(
@@ -251,7 +273,7 @@ def _demand_move(
     for gained in range(wanted, 0, -1):
         left = donor_now - gained
         split = (prefill + gained, left) if role == "prefill" else (left, decode + gained)
-        if left < 1 or split_problem(limits, *split):
+        if left < donor_floor(prefill + decode, params) or split_problem(limits, *split):
             continue
         use = need.utilization(donor, left)
         if use is None or use > params.headroom or donor_waiting / left > 1.0:

@@ -40,6 +40,7 @@ PARAM_LIMITS: dict[str, tuple[float, float]] = {
     "decode_tokens_per_s": (0, 1e9),
     "drain_seconds": (1, 3600),
     "target_utilization": (0.1, 1.0),
+    "donor_keeps": (1, 1000),
 }
 BOOL_PARAMS = ("release_idle", "demand_split")
 

@@ -309,3 +309,45 @@ def test_the_api_starts_an_in_place_switch_and_lists_its_steps(mindie, conn, ope
     assert rebalance_in_place_run(rebalance_id=body["id"]) == "succeeded"
     listed = api_client.get(f"/api/v1/topologies/{mindie.pk}/rebalances/").json()["results"][0]
     assert listed["state"] == "succeeded" and listed["log"][-1]["message"].startswith("Resumed routing")
+
+
+def test_set_the_ratio_switches_in_place_under_load_and_the_planner_switches_back(
+    mindie, conn, operator, ascend_sandbox
+):
+    from rebalancing.services import rebalance_ratio_start
+
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    url = router_url(ascend_sandbox, mindie.namespace)
+    reports: list = []
+    traffic = load(url, mindie.model_name, 12, reports)
+    time.sleep(2)
+    there = rebalance_ratio_start(topology=mindie, prefill=2, decode=1, actor=operator, source_ip=None)
+    assert there.kind == RebalanceKind.RATIO and there.params["path"] == "in_place"
+    assert there.params["switches"] == [
+        {"instance": decodes[-1], "source_role": "decode", "target_role": "prefill"}
+    ]
+    assert rebalance_in_place_run(rebalance_id=there.pk) == "succeeded"
+    assert selectors.effective_replicas(mindie) == (2, 1)
+
+    # The planner's move back uses the same path and returns the switched pod to its template role.
+    back = rebalance_ratio_start(
+        topology=mindie, prefill=1, decode=2, actor=None, source_ip=None, kind=RebalanceKind.PLANNER
+    )
+    assert back.params["switches"][0]["instance"] == decodes[-1]
+    assert rebalance_in_place_run(rebalance_id=back.pk) == "succeeded"
+    traffic.join(60)
+    [report] = reports
+    assert report.sent >= 50 and report.failed == 0, (report.errors, report.table())
+
+    for rebalance in (there, back):
+        rebalance.refresh_from_db()
+        assert rebalance.state == RebalanceState.SUCCEEDED, rebalance.log
+        assert rebalance.deployments == []  # no scale job: nothing restarted, nothing added or removed
+        steps = [s["message"] for s in rebalance.log]
+        assert steps[0].startswith("Planned") and "in-place switch" in steps[0], steps
+        assert any(m.startswith("Drained") for m in steps) and any(m.startswith("Re-linked") for m in steps)
+    assert not RoleOverride.objects.filter(topology=mindie).exists()
+    assert selectors.effective_replicas(mindie) == (1, 2)
+    after = pods(conn, mindie)
+    assert after[decodes[-1]][SERVING_ROLE] == "decode"
+    assert engine(conn, mindie, decodes[-1], "/v1/status")["service"]["currentRole"] == "decode"

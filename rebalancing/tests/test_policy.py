@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rebalancing.moves import plan_moves, target_problems
+import pytest
+
+from rebalancing.moves import plan_moves, plan_switches, target_problems
 from rebalancing.policy import Limits, Observation, Params, State, after_move, decide
 
 LIMITS = Limits(prefill_min=1, prefill_max=6, decode_min=1, decode_max=6, budget=8)
@@ -309,3 +311,55 @@ def test_a_backlog_that_clears_by_itself_moves_nothing():
     slow = [40, 40, 40, 38]  # shrinking too slowly to clear within drain_seconds: it acts
     verdicts, _ = run([rag_obs(5 * i, prefill_waiting=w) for i, w in enumerate(slow)], state=state)
     assert verdicts[3].rule == "demand_split"
+
+
+def test_in_place_switches_undo_overrides_first_and_keep_one_instance_per_role():
+    pods = {
+        "t-decode-0-0": ("decode", "decode"),
+        "t-decode-1-0": ("decode", "decode"),
+        "t-prefill-1-0": ("decode", "prefill"),  # switched earlier: back to prefill first
+        "t-prefill-0-0": ("prefill", "prefill"),
+    }
+    assert plan_switches(pods, 3, 1) == [
+        {"instance": "t-prefill-1-0", "source_role": "decode", "target_role": "prefill"},
+        {"instance": "t-decode-1-0", "source_role": "decode", "target_role": "prefill"},
+    ]
+    assert plan_switches(pods, 1, 3) == []
+    with pytest.raises(ValueError, match="no prefill instance"):
+        plan_switches(pods, 0, 4)
+    with pytest.raises(ValueError, match="keeps the number of instances"):
+        plan_switches(pods, 3, 2)
+    with pytest.raises(ValueError, match="t-decode-0-0 is out of routing"):
+        plan_switches({**pods, "t-decode-0-0": ("none", "decode")}, 2, 2)
+
+
+def test_a_predictive_move_leaves_the_donor_two_instances_at_a_budget_of_eight():
+    limits = Limits(prefill_min=1, prefill_max=7, decode_min=1, decode_max=7, budget=8)
+    profiled = replace(PARAMS, prefill_tokens_per_s=12500, decode_tokens_per_s=2200)
+    # 60k tok/s of prompts computed at full speed (and a queue) want 7 prefill; the decode donor keeps two.
+    busy = [rag_obs(5 * i, prompt_tps=60000) for i in range(3)]
+    verdicts, _ = run(busy, limits=limits, params=profiled)
+    assert verdicts[-1].rule == "demand_split" and (verdicts[-1].prefill, verdicts[-1].decode) == (6, 2)
+    # With the floor lowered to one, the same demand takes the seventh.
+    verdicts, _ = run(busy, limits=limits, params=replace(profiled, donor_keeps=1))
+    assert (verdicts[-1].prefill, verdicts[-1].decode) == (7, 1), verdicts[-1].explanation
+
+
+def test_the_one_instance_move_keeps_the_donor_floor_and_its_measured_demand():
+    limits = Limits(prefill_min=1, prefill_max=7, decode_min=1, decode_max=7, budget=8)
+    one = replace(PARAMS, donor_keeps=1)
+    # 6P/2D with a TTFT breach: decode keeps two (a third of eight rounds down to two).
+    verdicts, _ = run([obs(5 * i, prefill=6, decode=2, ttft=2700, tbt=18) for i in range(3)], limits=limits)
+    assert verdicts[-1].action == "hold" and "decode keeps at least 2 instances" in verdicts[-1].explanation
+    # 2P/6D with a decode queue (floor one) but prefill measured at full speed: 17.3k tok/s of prompts
+    # need 1.4 prefill at 12.5k each, so one prefill cannot be spared, whatever its latency says.
+    state = State(prefill_capacity_tps=12500, decode_capacity_tps=2200, prefill_capacity_full=True)
+    chat = dict(prefill=2, decode=6, ttft=900, tbt=37, decode_waiting=2700, prefill_ttft_p95_ms=150.0)
+    chat.update(prompt_tps=17300, prefill_hit_rate=0.0, gen_tps=13000, decode_requests_ps=40.0)
+    verdicts, _ = run([obs(5 * i, **chat) for i in range(3)], limits=limits, params=one, state=state)
+    assert verdicts[-1].action == "hold", verdicts[-1].explanation
+    assert "1 prefill would run at 138% of its capacity" in verdicts[-1].explanation
+    # The same estimate as a lower bound only (never seen at full speed) does not refuse the move.
+    lower = replace(state, prefill_capacity_full=False)
+    verdicts, _ = run([obs(5 * i, **chat) for i in range(3)], limits=limits, params=one, state=lower)
+    assert verdicts[-1].action == "move_to_decode", verdicts[-1].explanation

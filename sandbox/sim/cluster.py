@@ -9,6 +9,13 @@ seconds may ask for another split; the cluster reaches it one instance at a time
 while the budget has room the growing role gains an instance first (Ready after
 ``model_load_seconds``), otherwise the shrinking role gives one up first; an instance being removed
 takes no new requests and finishes its in-flight ones (bounded by ``drain_timeout``) before it goes.
+
+With ``in_place`` (engines that switch a running instance's role: MindIE, SGLang with Mooncake), an
+opposing move takes an instance of the shrinking role out of routing, drains it the same way, then
+switches it: its links torn down and set up again with the other role's instances and the switch
+itself (the sandbox's ``link_teardown_ms``, ``link_setup_ms`` and ``role_switch_ms``), after which it
+serves the other role with an empty prefix cache. No model load; a drain that times out cancels the
+switch and the instance serves its old role again, as Tandem's executor does.
 """
 
 from __future__ import annotations
@@ -91,6 +98,12 @@ class Instance:
     ready_at: float
 
 
+def _load(engine: SimEngine) -> int:
+    """Requests on an engine: in flight, queued, and (a prefill) KV held until a decode pulls it."""
+    scheduler = engine.scheduler
+    return engine.inflight + scheduler.num_waiting + scheduler.num_running + len(scheduler.held)
+
+
 class SimCluster:
     def __init__(
         self,
@@ -103,8 +116,12 @@ class SimCluster:
         drain_timeout: float = 120.0,
         keep_gaps: bool = False,
         retry_attempts: int = 2,
+        in_place: bool = False,
     ) -> None:
         self.cfg = cfg or PerfConfig()
+        self.in_place = in_place
+        self.switches = 0  # in-place switches done
+        self.switch_seconds: list[float] = []  # drain + switch, each
         self.retry_attempts = retry_attempts
         self.initial = (prefill, decode)
         self.budget = budget if budget is not None else prefill + decode
@@ -166,26 +183,66 @@ class SimCluster:
         await asyncio.sleep(max(0.0, instance.ready_at - clock.now()))
         instance.state = "ready"
 
-    async def _remove(self, role: str) -> None:
-        candidates = [i for i in self.instances.values() if i.role == role and i.state == "ready"]
-        if not candidates:
-            return
-        instance = max(candidates, key=lambda i: i.engine.name)
-        instance.state = "draining"
-        self.moves += 1
-        engine = instance.engine
+    async def _drain(self, engine: SimEngine) -> bool:
+        """Wait until ``engine`` holds no request (bounded by ``drain_timeout``); whether it emptied."""
         deadline = clock.now() + self.drain_timeout
         while clock.now() < deadline:
             engine.scheduler.expire_held()
             if engine.inflight == 0 and engine.scheduler.idle() and not engine.scheduler.held:
-                break
+                return True
             await asyncio.sleep(0.1)
+        return False
+
+    async def _retire(self, engine: SimEngine) -> None:
         decoding = sum(1 for s in engine.scheduler.running if s.state == "decode" and not s.prefill_only)
         await engine.scheduler.close()  # queued prefills fail over to other pods; streamed answers are lost
         self.failed_by_rebalancing += decoding
         del self.instances[engine.name]
         self.by_address.pop(engine.address, None)
         self.by_address.pop(engine.name, None)
+
+    def _donor(self, role: str, least_busy: bool = False) -> Instance | None:
+        """The instance a scale-down removes (the newest), or for a switch the one that drains soonest:
+        the fewest requests on it, then the newest."""
+        candidates = [i for i in self.instances.values() if i.role == role and i.state == "ready"]
+        if not candidates:
+            return None
+        if least_busy:
+            return min(candidates, key=lambda i: (_load(i.engine), -int(i.engine.name.rsplit("-", 1)[1])))
+        return max(candidates, key=lambda i: i.engine.name)
+
+    async def _remove(self, role: str) -> None:
+        instance = self._donor(role)
+        if instance is None:
+            return
+        instance.state = "draining"
+        self.moves += 1
+        await self._drain(instance.engine)
+        await self._retire(instance.engine)
+
+    async def _switch(self, source: str, target: str) -> None:
+        """An in-place switch of one ``source`` instance to ``target``: out of routing, drained,
+        unlinked, switched, re-linked. A drain that does not finish returns it to ``source``."""
+        instance = self._donor(source, least_busy=True)
+        if instance is None:
+            return
+        started = clock.now()
+        instance.state = "draining"
+        if not await self._drain(instance.engine):
+            instance.state = "ready"
+            await asyncio.sleep(1.0)
+            return
+        # Its links were with the target role's instances; afterwards they are with the source role's.
+        teardown = len(self.ready(target)) * self.cfg.link_teardown_ms
+        setup = len(self.ready(source)) * self.cfg.link_setup_ms
+        cost = (teardown + self.cfg.role_switch_ms + setup) / 1000
+        await self._retire(instance.engine)
+        switched = self._spawn(target, cost)
+        self.switches += 1
+        self.moves += 1
+        await asyncio.sleep(max(0.0, switched.ready_at - clock.now()))
+        switched.state = "ready"
+        self.switch_seconds.append(clock.now() - started)
 
     async def apply(self, target: tuple[int, int], why: str = "") -> None:
         """Reach ``target`` one instance at a time (adding first while the budget allows)."""
@@ -199,7 +256,9 @@ class SimCluster:
                 shrink = [
                     r for r, cur, tgt in (("prefill", p, target[0]), ("decode", d, target[1])) if cur > tgt
                 ]
-                if grow and len(self.instances) < self.budget:
+                if grow and shrink and self.in_place:
+                    await self._switch(shrink[0], grow[0])
+                elif grow and len(self.instances) < self.budget:
                     await self._add(grow[0])
                 elif shrink:
                     await self._remove(shrink[0])
@@ -431,12 +490,19 @@ def run_trace(
     budget: int | None = None,
     model_load_seconds: float = 30.0,
     keep_gaps: bool = False,
+    in_place: bool = False,
 ) -> SimCluster:
     """Run a trace to its end on a fresh virtual-clock loop; the cluster holds outcomes and counts."""
     from sandbox.sim.loop import run_virtual
 
     cluster = SimCluster(
-        prefill, decode, cfg, budget=budget, model_load_seconds=model_load_seconds, keep_gaps=keep_gaps
+        prefill,
+        decode,
+        cfg,
+        budget=budget,
+        model_load_seconds=model_load_seconds,
+        keep_gaps=keep_gaps,
+        in_place=in_place,
     )
     run_virtual(cluster.run(trace, controller, tick))
     return cluster
