@@ -43,8 +43,10 @@ def inference_snippets(*, base_url: str, secret: str, model: str, purpose: str) 
             "python",
             "from openai import OpenAI\n\n"
             f'client = OpenAI(base_url="{v1}", api_key="{secret}")\n'
-            f'reply = client.chat.completions.create(model="{model}", '
-            'messages=[{"role": "user", "content": "Say hello"}])\n'
+            "reply = client.chat.completions.create(\n"
+            f'    model="{model}",\n'
+            '    messages=[{"role": "user", "content": "Say hello"}],\n'
+            ")\n"
             "print(reply.choices[0].message.content)",
         ),
         Snippet(
