@@ -101,12 +101,15 @@ def test_every_snippet_of_a_coding_assistant_key_works_as_shown(gateway, admin_u
     )
     assert python(as_cline).strip()
 
-    # Codex: the key of auth.json, sent to the provider's {base_url}/chat/completions (wire_api chat)
+    # Codex: auth.json's key, sent to the provider's {base_url}/chat/completions (wire_api chat)
     auth_json, config_toml = snippets["codex"].split("# ~/.codex/config.toml\n", 1)
     auth = json.loads(auth_json.split("# ~/.codex/auth.json\n", 1)[1])
     config = tomllib.loads(config_toml)
     provider = config["model_providers"][config["model_provider"]]
     assert provider["wire_api"] == "chat"
+    # Codex takes a custom provider's key from auth.json only when it requires OpenAI auth; with an
+    # env_key it would read that environment variable instead and ignore auth.json.
+    assert provider["requires_openai_auth"] is True and "env_key" not in provider
     codex_call = requests.post(
         f"{provider['base_url']}/chat/completions",
         headers={"Authorization": f"Bearer {auth['OPENAI_API_KEY']}"},
