@@ -230,10 +230,12 @@ async def _send_models(send: Send, entries: list[RouteEntry]) -> None:
 
 async def _finish(grant: AsyncGrant, outcome: dispatch.Outcome, path: str, started: float) -> None:
     try:
-        crossed = await grant.settle(tokens_used=outcome.prompt_tokens + outcome.completion_tokens)
+        settled = await grant.settle(tokens_used=outcome.prompt_tokens + outcome.completion_tokens)
     except Exception:
         logger.warning("could not settle a gateway request's key usage")
-        crossed = ()
+        settled = ()
+    # Request quotas cross their thresholds when the request is counted, token quotas when it settles.
+    crossed = (*grant.crossed, *settled)
     if crossed:
         dispatch.queue_budget_alerts(grant.record.key_id, crossed)
     if path == MODELS:

@@ -43,8 +43,10 @@ def inference_snippets(*, base_url: str, secret: str, model: str, purpose: str) 
             "python",
             "from openai import OpenAI\n\n"
             f'client = OpenAI(base_url="{v1}", api_key="{secret}")\n'
-            f'reply = client.chat.completions.create(model="{model}", '
-            'messages=[{"role": "user", "content": "Say hello"}])\n'
+            "reply = client.chat.completions.create(\n"
+            f'    model="{model}",\n'
+            '    messages=[{"role": "user", "content": "Say hello"}],\n'
+            ")\n"
             "print(reply.choices[0].message.content)",
         ),
         Snippet(
@@ -76,7 +78,8 @@ def inference_snippets(*, base_url: str, secret: str, model: str, purpose: str) 
             + json.dumps({"OPENAI_API_KEY": secret}, indent=2)
             + "\n\n# ~/.codex/config.toml\n"
             f'model = "{model}"\nmodel_provider = "tandem"\n\n[model_providers.tandem]\n'
-            f'name = "Tandem"\nbase_url = "{v1}"\nenv_key = "OPENAI_API_KEY"\nwire_api = "chat"',
+            f'name = "Tandem"\nbase_url = "{v1}"\nwire_api = "chat"\n'
+            "requires_openai_auth = true  # the key comes from auth.json, not an environment variable",
         ),
     ]
     if purpose == "coding-assistant":

@@ -49,11 +49,11 @@ def test_compose_file_matches_the_compose_specification_schema():
 
 def test_compose_has_every_process_with_health_checks_and_start_order():
     services = _compose()["services"]
-    assert set(services) == {"postgres", "redis", "migrate", "web", "worker", "beat"}
-    for name in ("postgres", "redis", "web", "worker"):
+    assert set(services) == {"postgres", "redis", "migrate", "web", "worker", "checks", "beat"}
+    for name in ("postgres", "redis", "web", "worker", "checks"):
         assert services[name]["healthcheck"]["test"], name
     assert "/readyz" in " ".join(services["web"]["healthcheck"]["test"])
-    for name in ("web", "worker", "beat"):
+    for name in ("web", "worker", "checks", "beat"):
         deps = services[name]["depends_on"]
         assert deps["migrate"]["condition"] == "service_completed_successfully", name
         assert deps["postgres"]["condition"] == "service_healthy", name
@@ -62,10 +62,16 @@ def test_compose_has_every_process_with_health_checks_and_start_order():
     assert services["migrate"]["restart"] == "no"
 
 
-def test_compose_worker_consumes_every_queue_and_third_party_images_are_pinned():
+def _queues(command: list[str]) -> set[str]:
+    return set(command[command.index("-Q") + 1].split(","))
+
+
+def test_compose_workers_consume_every_queue_and_third_party_images_are_pinned():
     services = _compose()["services"]
-    command = services["worker"]["command"]
-    assert set(command[command.index("-Q") + 1].split(",")) == set(settings.TANDEM_QUEUES)
+    worker, checks = _queues(services["worker"]["command"]), _queues(services["checks"]["command"])
+    assert worker | checks == set(settings.TANDEM_QUEUES)
+    # The cluster check has a worker of its own, so telemetry or a deploy cannot starve it.
+    assert checks == {"cluster-check"} and "cluster-check" not in worker
     for name in ("postgres", "redis"):
         image = services[name]["image"]
         assert re.search(r":\d+\.\d+", image), f"{name} image {image} is not pinned to a version"
@@ -149,12 +155,16 @@ def test_kustomization_lists_every_manifest():
 
 def test_web_worker_beat_are_separate_deployments_with_the_right_probes():
     deployments = _by_kind("Deployment")
-    assert set(deployments) == {"tandem-web", "tandem-worker", "tandem-beat"}
+    assert set(deployments) == {"tandem-web", "tandem-worker", "tandem-checks", "tandem-beat"}
     web = deployments["tandem-web"]["spec"]["template"]["spec"]["containers"][0]
     assert web["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    worker = deployments["tandem-worker"]["spec"]["template"]["spec"]["containers"][0]["command"]
-    assert set(worker[worker.index("-Q") + 1].split(",")) == set(settings.TANDEM_QUEUES)
+    worker, checks = (
+        _queues(deployments[name]["spec"]["template"]["spec"]["containers"][0]["command"])
+        for name in ("tandem-worker", "tandem-checks")
+    )
+    assert worker | checks == set(settings.TANDEM_QUEUES)
+    assert checks == {"cluster-check"} and "cluster-check" not in worker
     beat = deployments["tandem-beat"]["spec"]
     assert beat["replicas"] == 1 and beat["strategy"]["type"] == "Recreate"
     assert (
@@ -167,7 +177,7 @@ def test_every_pod_uses_the_service_account_and_runs_restricted():
     pods = [
         doc["spec"]["template"]["spec"] for _, doc in _manifests() if doc["kind"] in ("Deployment", "Job")
     ]
-    assert len(pods) == 4
+    assert len(pods) == 5
     for pod in pods:
         assert pod["serviceAccountName"] == "tandem"
         assert pod["securityContext"]["runAsNonRoot"] is True

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -102,6 +103,36 @@ def _processes_with_state_dir(state_dir: Path) -> list[int]:
     return found
 
 
+def _assert_the_printed_api_key_recipe_works(run: Run, base: str) -> None:
+    """The summary says how to get a key for a script; what it says (`make api-key` runs
+    `python -m standalone.apikey`) prints only a key, which the running demo accepts."""
+    recipe = run.wait_for(r'make api-key ARGS="([^"]+)"').group(1)
+    env = {k: v for k, v in os.environ.items() if k not in ("TANDEM_ADMIN_PASSWORD", "TANDEM_ADMIN_USER")}
+    env["TANDEM_STATE_DIR"] = str(run.state_dir)
+    made = subprocess.run(
+        [sys.executable, "-m", "standalone.apikey", *recipe.split()],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    secret = made.stdout.strip()
+    assert re.fullmatch(r"tdm_m_[0-9A-Za-z]{36}", secret), made.stdout
+    request = urllib.request.Request(  # noqa: S310 - loopback http only
+        base + "/api/v1/topologies/", headers={"Authorization": f"Bearer {secret}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback http only
+        assert response.status == 200
+    refused = urllib.request.Request(  # noqa: S310 - loopback http only
+        base + "/api/v1/clusters/", data=b"{}", method="POST", headers={"Authorization": f"Bearer {secret}"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(refused, timeout=10)  # noqa: S310 - loopback http only
+    assert caught.value.code == 403  # the key holds only the scopes the recipe names
+
+
 def _log_in(base: str, username: str, password: str) -> str:
     jar = http.cookiejar.CookieJar()
     opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
@@ -177,6 +208,7 @@ def test_standalone_serves_the_login_page_lets_the_admin_in_and_stops_cleanly(tm
             r"since start: login page [\d.]+ s, topology ready [\d.]+ s, first live metrics"
         )
         assert marks
+        _assert_the_printed_api_key_recipe_works(first, url)
     finally:
         elapsed = first.terminate()
     assert first.proc.returncode == 0, first.output
