@@ -40,10 +40,11 @@ Rules, in order (the first that applies wins):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from rebalancing import demand
+from rebalancing import demand, demand_rules
 from rebalancing.inputs import OTHER, ROLES, Limits, Observation, Params, State, split_problem
+from rebalancing.verdicts import Verdict, breach_text, donor_floor, hold, ms, queued
 
 __all__ = [
     "OTHER",
@@ -59,25 +60,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Verdict:
-    rule: str
-    action: str  # hold | add_prefill | add_decode | move_to_prefill | move_to_decode | remove_<role>
-    prefill: int  # the target split
-    decode: int
-    explanation: str
-
-    @property
-    def acts(self) -> bool:
-        return self.action != "hold"
-
-
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "no data"
-    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
-
-
 def cooldown_for(params: Params, state: State) -> float:
     """A move's cooldown: the configured one, or what the move cost plus settling, whichever is longer."""
     return max(
@@ -85,34 +67,22 @@ def cooldown_for(params: Params, state: State) -> float:
     )
 
 
-def _queued(obs: Observation, role: str, params: Params) -> bool:
-    count = obs.prefill if role == "prefill" else obs.decode
-    waiting = obs.prefill_waiting if role == "prefill" else obs.decode_waiting
-    return count > 0 and waiting / count > params.queue_per_instance
-
-
 def ttft_pressure(obs: Observation, params: Params) -> bool:
     """Prefill is short: its queue is long, or TTFT misses its target and the delay is not decode's queue."""
-    if _queued(obs, "prefill", params):
+    if queued(obs, "prefill", params):
         return True
     if obs.ttft_p95_ms is None or obs.ttft_p95_ms <= obs.ttft_target_ms:
         return False
-    return not _queued(obs, "decode", params)
+    return not queued(obs, "decode", params)
 
 
 def tbt_pressure(obs: Observation, params: Params) -> bool:
     """Decode is short: TBT misses its target, its KV cache is nearly full, or requests queue before it."""
     if obs.tbt_p95_ms is not None and obs.tbt_p95_ms > obs.tbt_target_ms:
         return True
-    if _queued(obs, "decode", params):
+    if queued(obs, "decode", params):
         return True
     return obs.decode_kv_usage is not None and obs.decode_kv_usage > params.kv_usage_high
-
-
-def donor_floor(instances: int, params: Params) -> int:
-    """The fewest instances a move at the budget leaves the donor: ``donor_keeps``, but never more than
-    a third of the instances (a 1P/2D topology can still move one)."""
-    return max(1, min(params.donor_keeps, instances // 3))
 
 
 def donor_still_meets(obs: Observation, donor: str, headroom: float) -> tuple[bool, str]:
@@ -136,12 +106,12 @@ def donor_still_meets(obs: Observation, donor: str, headroom: float) -> tuple[bo
     predicted = observed * scale
     if predicted > headroom * target:
         return False, (
-            f"{donor} {label} {_ms(observed)} would reach about {_ms(predicted)} on {count - 1} instances, "
-            f"above {headroom:.0%} of its {_ms(target)} target"
+            f"{donor} {label} {ms(observed)} would reach about {ms(predicted)} on {count - 1} instances, "
+            f"above {headroom:.0%} of its {ms(target)} target"
         )
     if donor == "decode" and obs.decode_kv_usage is not None and obs.decode_kv_usage * scale > 0.9:
         return False, f"decode KV usage {obs.decode_kv_usage:.0%} would exceed 90 % on {count - 1} instances"
-    return True, f"{donor} {label} {_ms(observed)} < {_ms(target)} target"
+    return True, f"{donor} {label} {ms(observed)} < {ms(target)} target"
 
 
 def _streaks(obs: Observation, params: Params, state: State) -> State:
@@ -163,31 +133,8 @@ def _streaks(obs: Observation, params: Params, state: State) -> State:
     )
 
 
-def _hold(obs: Observation, rule: str, text: str) -> Verdict:
-    return Verdict(rule=rule, action="hold", prefill=obs.prefill, decode=obs.decode, explanation=text)
-
-
-def _breach_text(obs: Observation, role: str, streak: int, params: Params) -> str:
-    if role == "prefill":
-        parts = [f"TTFT p95 {_ms(obs.ttft_p95_ms)} > {_ms(obs.ttft_target_ms)} target"]
-        if obs.prefill and obs.prefill_waiting / obs.prefill > params.queue_per_instance:
-            parts = [
-                f"TTFT p95 {_ms(obs.ttft_p95_ms)} (target {_ms(obs.ttft_target_ms)}), "
-                f"{obs.prefill_waiting:.0f} requests waiting on {obs.prefill} prefill"
-            ]
-    else:
-        parts = [f"TBT p95 {_ms(obs.tbt_p95_ms)} (target {_ms(obs.tbt_target_ms)})"]
-        if obs.tbt_p95_ms is not None and obs.tbt_p95_ms > obs.tbt_target_ms:
-            parts = [f"TBT p95 {_ms(obs.tbt_p95_ms)} > {_ms(obs.tbt_target_ms)} target"]
-        if _queued(obs, "decode", params):
-            parts.append(f"{obs.decode_waiting:.0f} requests waiting on {obs.decode} decode")
-        if obs.decode_kv_usage is not None and obs.decode_kv_usage > params.kv_usage_high:
-            parts.append(f"decode KV usage {obs.decode_kv_usage:.0%}")
-    return f"{', '.join(parts)} for {streak} intervals"
-
-
 def _grow(obs: Observation, role: str, streak: int, params: Params, limits: Limits, state: State) -> Verdict:
-    why = _breach_text(obs, role, streak, params)
+    why = breach_text(obs, role, streak, params)
     other = OTHER[role]
     prefill, decode = obs.prefill, obs.decode
     grown = (prefill + 1, decode) if role == "prefill" else (prefill, decode + 1)
@@ -197,11 +144,11 @@ def _grow(obs: Observation, role: str, streak: int, params: Params, limits: Limi
         return Verdict(rule, f"add_{role}", grown[0], grown[1], f"add one {role}: {why}")
     at_budget = limits.cost(*grown) > limits.budget
     if not at_budget:
-        return _hold(obs, rule, f"{why}, but {problem}")
+        return hold(obs, rule, f"{why}, but {problem}")
     moved = (prefill + 1, decode - 1) if role == "prefill" else (prefill - 1, decode + 1)
     problem = split_problem(limits, *moved)
     if problem:
-        return _hold(obs, rule, f"{why}, budget full, and moving one {other} is not allowed: {problem}")
+        return hold(obs, rule, f"{why}, budget full, and moving one {other} is not allowed: {problem}")
     ok, donor = donor_still_meets(obs, other, params.headroom)
     floor = donor_floor(prefill + decode, params)
     if ok and (moved[1] if other == "decode" else moved[0]) < floor:
@@ -220,94 +167,22 @@ def _grow(obs: Observation, role: str, streak: int, params: Params, limits: Limi
                 ),
             )
     if not ok:
-        return _hold(obs, rule, f"{why}, budget full; no {other} can be spared: {donor}")
+        return hold(obs, rule, f"{why}, budget full; no {other} can be spared: {donor}")
     return Verdict(
         rule, f"move_to_{role}", moved[0], moved[1], f"one {other} → {role}: {why}, {donor}, budget full"
     )
-
-
-def _tps(value: float) -> str:
-    return f"{value / 1000:.1f}k tok/s" if value >= 1000 else f"{value:.0f} tok/s"
-
-
-def _draining(obs: Observation, role: str, before: float | None, params: Params) -> str:
-    """Why the role's breach clears by itself ("" when it does not): its queue shrinks fast enough to be
-    empty within ``drain_seconds`` at this pace (the breach is the backlog of a shift already met)."""
-    waiting = obs.prefill_waiting if role == "prefill" else obs.decode_waiting
-    if before is None or waiting >= before:
-        return ""
-    pace = (before - waiting) / params.interval_seconds
-    seconds = waiting / pace
-    if seconds > params.drain_seconds:
-        return ""
-    return (
-        f"its queue is clearing ({before:.0f} → {waiting:.0f} waiting on {role} in one interval, empty in "
-        f"about {seconds:.0f} s at this pace): no move"
-    )
-
-
-def _demand_move(
-    obs: Observation, role: str, streak: int, params: Params, limits: Limits, state: State
-) -> Verdict | None:
-    """``demand_split``: at the budget, a sustained breach moves the breached role straight to the
-    balanced split of the measured demand, as far as the donor keeps ``headroom`` (predicted from its
-    capacity) and holds no queue. None: no prediction (a capacity unknown, below the budget, or the
-    balance does not favour this role): the one-instance rules decide."""
-    prefill, decode = obs.prefill, obs.decode
-    grown = (prefill + 1, decode) if role == "prefill" else (prefill, decode + 1)
-    if limits.cost(*grown) <= limits.budget:
-        return None
-    need = demand.demand(obs, params, state)
-    # The breached role is sized to `target_utilization`, the donor keeps `headroom`.
-    targets = (params.target_utilization, params.headroom)
-    target = demand.balanced_split(
-        need, prefill, decode, limits, *(targets if role == "prefill" else targets[::-1])
-    )
-    if target is None:
-        return None
-    current = prefill if role == "prefill" else decode
-    wanted = (target[0] if role == "prefill" else target[1]) - current
-    donor = OTHER[role]
-    donor_now = decode if role == "prefill" else prefill
-    donor_waiting = obs.decode_waiting if role == "prefill" else obs.prefill_waiting
-    for gained in range(wanted, 0, -1):
-        left = donor_now - gained
-        split = (prefill + gained, left) if role == "prefill" else (left, decode + gained)
-        if left < donor_floor(prefill + decode, params) or split_problem(limits, *split):
-            continue
-        use = need.utilization(donor, left)
-        if use is None or use > params.headroom or donor_waiting / left > 1.0:
-            continue
-        kv = obs.decode_kv_usage
-        if donor == "decode" and kv is not None and kv * donor_now / left > params.kv_usage_high:
-            continue
-        gain_use = need.utilization(role, current + gained)
-        p_cap, d_cap = need.prefill_capacity or 0.0, need.decode_capacity or 0.0
-        why = _breach_text(obs, role, streak, params)
-        return Verdict(
-            "demand_split",
-            f"move_to_{role}",
-            split[0],
-            split[1],
-            f"{gained} {donor} → {role} ({prefill}P/{decode}D → {split[0]}P/{split[1]}D): {why}; "
-            f"prompt demand {_tps(need.prefill_tps)} uncached ≈ {need.prefill_tps / p_cap:.1f} prefill "
-            f"at {_tps(p_cap)} each, generation {_tps(need.decode_tps)} ≈ "
-            f"{need.decode_tps / d_cap:.1f} decode at {_tps(d_cap)} each; {role} would run at "
-            f"{(gain_use or 0.0):.0%}, {donor} at {use:.0%} (≤ {params.headroom:.0%}), budget full",
-        )
-    return None
 
 
 def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tuple[Verdict, State]:
     """One planner interval. Pure: the same inputs give the same verdict and state."""
     if obs.stale or (obs.ttft_p95_ms is None and obs.tbt_p95_ms is None):
         reason = "telemetry is stale" if obs.stale else "no request finished in the last interval"
-        return _hold(obs, "no_data", f"nothing to judge: {reason}"), replace(
+        return hold(obs, "no_data", f"nothing to judge: {reason}"), replace(
             state, ttft_streak=0, tbt_streak=0, idle_streak=0
         )
     if obs.links_down:
         names = ", ".join(obs.links_down[:3]) + (" …" if len(obs.links_down) > 3 else "")
-        return _hold(
+        return hold(
             obs,
             "links_unhealthy",
             f"KV link {names} down: a broken link is a link problem, not a ratio problem; "
@@ -320,12 +195,12 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
         decode_waiting_last=obs.decode_waiting,
     )
     if obs.busy:
-        return _hold(obs, "busy", f"no move while {obs.busy}"), state
+        return hold(obs, "busy", f"no move while {obs.busy}"), state
     if state.last_move_ts is not None:
         wait = cooldown_for(params, state)
         age = obs.ts - state.last_move_ts
         if age < wait:
-            return _hold(
+            return hold(
                 obs, "cooldown", f"cooling down after the last move ({age:.0f} s of {wait:.0f} s)"
             ), state
     need = params.breach_intervals
@@ -351,22 +226,22 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
                 state,
             )
             return replace(verdict, rule="both_breached"), state
-        return _hold(
+        return hold(
             obs,
             "both_breached",
-            f"both roles miss their SLO ({_breach_text(obs, 'prefill', state.ttft_streak, params)}; "
-            f"{_breach_text(obs, 'decode', state.tbt_streak, params)}) and the budget is full: "
+            f"both roles miss their SLO ({breach_text(obs, 'prefill', state.ttft_streak, params)}; "
+            f"{breach_text(obs, 'decode', state.tbt_streak, params)}) and the budget is full: "
             "more accelerators are needed, moving one role would hurt the other",
         ), state
     if ttft_on != tbt_on and params.demand_split:
         role = "prefill" if ttft_on else "decode"
         streak = state.ttft_streak if ttft_on else state.tbt_streak
-        draining = _draining(obs, role, queued_before[role], params)
+        draining = demand_rules.draining(obs, role, queued_before[role], params)
         if draining:
-            return _hold(
-                obs, "backlog_draining", f"{_breach_text(obs, role, streak, params)}, but {draining}"
+            return hold(
+                obs, "backlog_draining", f"{breach_text(obs, role, streak, params)}, but {draining}"
             ), state
-        predicted = _demand_move(obs, role, streak, params, limits, state)
+        predicted = demand_rules.demand_move(obs, role, streak, params, limits, state)
         if predicted is not None:
             return predicted, state
     if ttft_on:
@@ -377,10 +252,10 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
         role = "prefill" if state.ttft_streak else "decode"
         streak = max(state.ttft_streak, state.tbt_streak)
         needed = ttft_need if role == "prefill" else tbt_need
-        return _hold(
+        return hold(
             obs,
             "breach_pending",
-            f"{_breach_text(obs, role, streak, params)}; waiting for {needed} before acting",
+            f"{breach_text(obs, role, streak, params)}; waiting for {needed} before acting",
         ), state
     if params.release_idle and state.idle_streak >= params.idle_intervals:
         for role in ("prefill", "decode"):
@@ -397,11 +272,11 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
                     f"release one {role}: {why} with {params.idle_headroom:.0%} headroom "
                     f"for {state.idle_streak} intervals",
                 ), state
-    return _hold(
+    return hold(
         obs,
         "steady",
-        f"within SLO: TTFT p95 {_ms(obs.ttft_p95_ms)} (target {_ms(obs.ttft_target_ms)}), "
-        f"TBT p95 {_ms(obs.tbt_p95_ms)} (target {_ms(obs.tbt_target_ms)})",
+        f"within SLO: TTFT p95 {ms(obs.ttft_p95_ms)} (target {ms(obs.ttft_target_ms)}), "
+        f"TBT p95 {ms(obs.tbt_p95_ms)} (target {ms(obs.tbt_target_ms)})",
     ), state
 
 

@@ -1,0 +1,77 @@
+"""The planner's demand-driven rules (PURE): sized moves at the budget from the measured demand and the
+per-instance capacities (``rebalancing.demand``), and a backlog that clears by itself.
+``rebalancing.policy.decide`` calls them in its order of rules."""
+
+from __future__ import annotations
+
+from rebalancing import demand
+from rebalancing.inputs import OTHER, Limits, Observation, Params, State, split_problem
+from rebalancing.verdicts import Verdict, breach_text, donor_floor, tps
+
+
+def draining(obs: Observation, role: str, before: float | None, params: Params) -> str:
+    """Why the role's breach clears by itself ("" when it does not): its queue shrinks fast enough to be
+    empty within ``drain_seconds`` at this pace (the breach is the backlog of a shift already met)."""
+    waiting = obs.prefill_waiting if role == "prefill" else obs.decode_waiting
+    if before is None or waiting >= before:
+        return ""
+    pace = (before - waiting) / params.interval_seconds
+    seconds = waiting / pace
+    if seconds > params.drain_seconds:
+        return ""
+    return (
+        f"its queue is clearing ({before:.0f} → {waiting:.0f} waiting on {role} in one interval, empty in "
+        f"about {seconds:.0f} s at this pace): no move"
+    )
+
+
+def demand_move(
+    obs: Observation, role: str, streak: int, params: Params, limits: Limits, state: State
+) -> Verdict | None:
+    """``demand_split``: at the budget, a sustained breach moves the breached role straight to the
+    balanced split of the measured demand, as far as the donor keeps ``headroom`` (predicted from its
+    capacity) and holds no queue. None: no prediction (a capacity unknown, below the budget, or the
+    balance does not favour this role): the one-instance rules decide."""
+    prefill, decode = obs.prefill, obs.decode
+    grown = (prefill + 1, decode) if role == "prefill" else (prefill, decode + 1)
+    if limits.cost(*grown) <= limits.budget:
+        return None
+    need = demand.demand(obs, params, state)
+    # The breached role is sized to `target_utilization`, the donor keeps `headroom`.
+    targets = (params.target_utilization, params.headroom)
+    target = demand.balanced_split(
+        need, prefill, decode, limits, *(targets if role == "prefill" else targets[::-1])
+    )
+    if target is None:
+        return None
+    current = prefill if role == "prefill" else decode
+    wanted = (target[0] if role == "prefill" else target[1]) - current
+    donor = OTHER[role]
+    donor_now = decode if role == "prefill" else prefill
+    donor_waiting = obs.decode_waiting if role == "prefill" else obs.prefill_waiting
+    for gained in range(wanted, 0, -1):
+        left = donor_now - gained
+        split = (prefill + gained, left) if role == "prefill" else (left, decode + gained)
+        if left < donor_floor(prefill + decode, params) or split_problem(limits, *split):
+            continue
+        use = need.utilization(donor, left)
+        if use is None or use > params.headroom or donor_waiting / left > 1.0:
+            continue
+        kv = obs.decode_kv_usage
+        if donor == "decode" and kv is not None and kv * donor_now / left > params.kv_usage_high:
+            continue
+        gain_use = need.utilization(role, current + gained)
+        p_cap, d_cap = need.prefill_capacity or 0.0, need.decode_capacity or 0.0
+        why = breach_text(obs, role, streak, params)
+        return Verdict(
+            "demand_split",
+            f"move_to_{role}",
+            split[0],
+            split[1],
+            f"{gained} {donor} → {role} ({prefill}P/{decode}D → {split[0]}P/{split[1]}D): {why}; "
+            f"prompt demand {tps(need.prefill_tps)} uncached ≈ {need.prefill_tps / p_cap:.1f} prefill "
+            f"at {tps(p_cap)} each, generation {tps(need.decode_tps)} ≈ "
+            f"{need.decode_tps / d_cap:.1f} decode at {tps(d_cap)} each; {role} would run at "
+            f"{(gain_use or 0.0):.0%}, {donor} at {use:.0%} (≤ {params.headroom:.0%}), budget full",
+        )
+    return None
