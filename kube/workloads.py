@@ -45,6 +45,7 @@ class PodInfo:
     serving_container: str | None = None
     deletion_pending: bool = False
     created: datetime | None = None
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ def pod_info(pod: dict[str, Any]) -> PodInfo:
         serving_container=(str(serving.get("name") or "") or None) if len(containers) > 1 else None,
         deletion_pending=bool(meta.get("deletionTimestamp")),
         created=parse_time(meta.get("creationTimestamp")),
+        annotations={str(k): str(v) for k, v in (meta.get("annotations") or {}).items()},
     )
 
 

@@ -28,9 +28,17 @@ an A replica, and a replacement pod starts as A again (Tandem then drops the ove
 
 from __future__ import annotations
 
+import json
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+# Where the Ascend device plugin writes a pod's NPUs and their device IPs (the rank table's source);
+# newer releases of the plugin use the second key.
+ASCEND_ANNOTATIONS = (
+    "ascend.kubectl.kubernetes.io/ascend-910-configuration",
+    "ascend.kubectl.kubernetes.io/ascend-npu-configuration",
+)
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,7 @@ class Instance:
     ip: str
     serving: str  # the role it serves now (its serving-role label)
     template: str  # its template's role (the owner's)
+    devices: tuple[tuple[str, str], ...] = field(default=())  # (device_id, device_ip) of its NPUs
 
 
 def instance_id(pod: str) -> int:
@@ -46,10 +55,46 @@ def instance_id(pod: str) -> int:
     return zlib.crc32(pod.encode()) % 1_000_000
 
 
+def ascend_devices(annotations: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The pod's NPUs as (device_id, device_ip) from the Ascend device plugin's annotation
+    (``{"pod_name", "server_id", "devices": [{"device_id", "device_ip"}]}``); () when absent or unreadable."""
+    for key in ASCEND_ANNOTATIONS:
+        try:
+            data = json.loads(annotations.get(key) or "null")
+            listed = data.get("devices") if isinstance(data, dict) else None
+            devices = tuple((str(d["device_id"]), str(d["device_ip"])) for d in listed or [])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue
+        if devices:
+            return devices
+    return ()
+
+
 def node(instance: Instance) -> dict[str, Any]:
-    """One instance as MindIE's role assignment lists it. Device IPs come from the Ascend device
-    plugin's rank table on a real cluster; Tandem lists the pod, MindIE resolves its devices."""
-    return {"id": instance_id(instance.name), "server_ip": instance.ip, "host_ip": instance.ip, "device": []}
+    """One instance as MindIE's role assignment lists it: its pod address and its NPUs with their device
+    IPs (``device_logical_id`` is the device's place among the container's visible NPUs)."""
+    devices = [
+        {"device_id": device_id, "device_ip": device_ip, "device_logical_id": str(index)}
+        for index, (device_id, device_ip) in enumerate(instance.devices)
+    ]
+    return {
+        "id": instance_id(instance.name),
+        "server_ip": instance.ip,
+        "host_ip": instance.ip,
+        "device": devices,
+    }
+
+
+def devices_problem(instances: list[Instance]) -> str:
+    """Why MindIE cannot be given these instances' role assignments ('' when it can): an instance whose
+    pod carries no NPU device list could not link."""
+    missing = sorted(i.name for i in instances if not i.devices)
+    if not missing:
+        return ""
+    return (
+        f"{', '.join(missing)} carries no NPU device list ({ASCEND_ANNOTATIONS[0]}): MindIE links by "
+        "device IP; is the Ascend device plugin running on its node?"
+    )
 
 
 def assignment(local: Instance, peers: list[Instance]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 from django.conf import settings
@@ -20,6 +21,7 @@ import kube
 from kube.labels import ROLE, SERVING_ROLE, serving_role, topology_selector
 from rebalancing.inplace import (
     Instance,
+    ascend_devices,
     assignment,
     busy_count,
     engine_refusal,
@@ -133,7 +135,9 @@ class Engine:
             template = pod.labels.get(ROLE, "")
             if pod.deletion_pending or not pod.ready or not pod.ip or template not in ("prefill", "decode"):
                 continue
-            out[pod.name] = Instance(pod.name, pod.ip, serving_role(pod.labels), template)
+            out[pod.name] = Instance(
+                pod.name, pod.ip, serving_role(pod.labels), template, ascend_devices(pod.annotations)
+            )
         return out
 
     def relabel(self, pod: str, role: str) -> None:
@@ -180,7 +184,7 @@ def mindie_relocate(engine: Engine, rebalance: Rebalance, inst: Instance, to_rol
             f"{time.monotonic() - started:.1f} s)",
         )
     started = time.monotonic()
-    as_new = Instance(inst.name, inst.ip, to_role, inst.template)
+    as_new = replace(inst, serving=to_role)
     if to_role == "decode":
         # The switch gave it its peers already; when nothing switched (a restore) its table is empty.
         engine.assign(inst, "decode", prefills)

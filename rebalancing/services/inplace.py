@@ -17,6 +17,7 @@ refusal with the engine's own code (``LLM_EXIST_LINK``).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -27,7 +28,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from controlplane.api.errors import Conflict
 from kube.labels import NOT_SERVING
-from rebalancing.inplace import Instance
+from rebalancing.inplace import Instance, devices_problem
 from rebalancing.models import Rebalance, RebalanceKind, RebalanceState, RoleOverride
 from rebalancing.services.engine_steps import (
     PLAN,
@@ -204,6 +205,10 @@ def _switch_one(engine: Engine, rebalance: Rebalance, switch: dict[str, str], or
         inst = found[name]
         if orphan:
             raise StepFailed("the worker running this switch stopped", "worker_lost")
+        if rebalance.topology.engine == "mindie":
+            problem = devices_problem(list(found.values()))
+            if problem:
+                raise StepFailed(problem, "no_npu_devices")
         engine.relabel(name, NOT_SERVING)
         _log(rebalance, f"Stopped routing new requests to {name} (serving-role label → {NOT_SERVING})")
         drain(engine, rebalance, inst, float(rebalance.params.get("drain_timeout_seconds") or 30))
@@ -232,7 +237,7 @@ def _switch_one(engine: Engine, rebalance: Rebalance, switch: dict[str, str], or
             )
         overrides_prune(
             topology=rebalance.topology,
-            instances={**found, name: Instance(name, inst.ip, target, inst.template)},
+            instances={**found, name: replace(inst, serving=target)},
         )
 
 

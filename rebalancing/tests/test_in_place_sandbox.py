@@ -151,6 +151,19 @@ def test_an_in_place_switch_under_load_fails_no_request(mindie, conn, operator, 
 
     after = pods(conn, mindie)
     assert (after[victim][SERVING_ROLE], after[victim][ROLE]) == ("prefill", "decode")
+    # The sandbox's device plugin gave every pod its own NPUs with device IPs; MindIE's assignments
+    # listed them (the sandbox's MindIE refuses an assignment without them).
+    listed = json.loads(ascend_sandbox.kubectl("get", "pods", "-n", mindie.namespace, "-o", "json").stdout)
+    held = {}
+    for item in listed["items"]:
+        config = json.loads(
+            item["metadata"]["annotations"]["ascend.kubectl.kubernetes.io/ascend-910-configuration"]
+        )
+        assert config["pod_name"] == item["metadata"]["name"] and len(config["devices"]) == 2
+        for device in config["devices"]:
+            key = (item["spec"]["nodeName"], device["device_id"])
+            assert key not in held and device["device_ip"], (key, held)
+            held[key] = item["metadata"]["name"]
     status = engine(conn, mindie, victim, "/v1/status")
     assert status["service"] == {"roleStatus": "RoleReady", "currentRole": "prefill"}
     mindie.refresh_from_db()

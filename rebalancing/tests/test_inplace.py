@@ -3,13 +3,18 @@ override moves the split the planner and ratio changes work from."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
+
 import pytest
 
 from rebalancing import selectors
 from rebalancing.inplace import (
     Instance,
+    ascend_devices,
     assignment,
     busy_count,
+    devices_problem,
     engine_refusal,
     instance_id,
     sglang_busy,
@@ -41,15 +46,47 @@ def test_mindie_and_sglang_with_mooncake_on_kthena_switch_in_place(engine, conne
 
 
 def test_the_assignment_lists_the_instance_and_its_peers_as_mindie_reads_them():
-    body = assignment(DECODE, [PREFILL])
+    annotations = {
+        "ascend.kubectl.kubernetes.io/ascend-910-configuration": json.dumps(
+            {
+                "pod_name": DECODE.name,
+                "server_id": "192.0.2.7",
+                "devices": [
+                    {"device_id": "4", "device_ip": "29.1.7.4"},
+                    {"device_id": "5", "device_ip": "29.1.7.5"},
+                ],
+            }
+        )
+    }
+    decode = replace(DECODE, devices=ascend_devices(annotations))
+    prefill = replace(PREFILL, devices=(("0", "29.1.2.0"),))
+    body = assignment(decode, [prefill])
     assert body["local"] == {
         "id": instance_id(DECODE.name),
         "server_ip": "10.0.0.3",
         "host_ip": "10.0.0.3",
-        "device": [],
+        "device": [
+            {"device_id": "4", "device_ip": "29.1.7.4", "device_logical_id": "0"},
+            {"device_id": "5", "device_ip": "29.1.7.5", "device_logical_id": "1"},
+        ],
     }
-    assert [p["server_ip"] for p in body["peers"]] == ["10.0.0.2"]
+    assert [(p["server_ip"], p["device"][0]["device_ip"]) for p in body["peers"]] == [
+        ("10.0.0.2", "29.1.2.0")
+    ]
     assert instance_id(DECODE.name) == instance_id(DECODE.name) != instance_id(PREFILL.name)
+
+
+def test_npu_devices_come_from_the_device_plugins_annotation_and_their_absence_is_named():
+    key = "ascend.kubectl.kubernetes.io/ascend-910-configuration"
+    newer_key = "ascend.kubectl.kubernetes.io/ascend-npu-configuration"
+    newer = {newer_key: '{"devices": [{"device_id": "1", "device_ip": "a"}]}'}
+    assert ascend_devices(newer) == (("1", "a"),)
+    for broken in ({}, {key: "{not json"}, {key: '{"devices": [{"device_id": "1"}]}'}):
+        assert ascend_devices(broken) == ()
+    problem = devices_problem([replace(PREFILL, devices=(("0", "a"),)), DECODE])
+    assert DECODE.name in problem and PREFILL.name not in problem
+    assert "Ascend device plugin" in problem and "ascend-910-configuration" in problem
+    assert devices_problem([replace(DECODE, devices=(("0", "a"),))]) == ""
 
 
 def _status(role_status="RoleReady", role="decode", links=None):

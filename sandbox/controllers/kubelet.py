@@ -23,6 +23,7 @@ import aiohttp
 
 from sandbox.apiserver.errors import ApiError, bad_request
 from sandbox.apiserver.objects import Api
+from sandbox.controllers import ascend
 from sandbox.controllers import containers as c
 from sandbox.controllers.base import EventRecorder, IpPool, Reconciler, log, now_iso
 from sandbox.engine.farm import EngineFarm
@@ -360,6 +361,10 @@ class Kubelet(Reconciler):
         namespace = pod["metadata"]["namespace"]
         configmaps = {cm["metadata"]["name"]: cm for cm in self.api.store.iter("", "configmaps", namespace)}
         files = c.mounted_files(pod, engine_name, configmaps)
+        # As the Ascend device plugin: the pod's NPUs, annotated on it and visible to its engine.
+        pod = ascend.hand_out(
+            self.api, self.rt("", "pods"), pod, state.node, self._host_ip(state), engine_name
+        )
         try:
             spec = parse_engine_spec(pod, files)
         except EngineArgumentError as exc:

@@ -22,7 +22,10 @@ peer, unlinking `SANDBOX_LINK_TEARDOWN_MS`, the switch itself `SANDBOX_ROLE_SWIT
 time scale). Once an instance has been given a peer table, a decode pulls KV only over the links that
 assignments set up (`LLM_NOT_YET_LINK` otherwise); before any assignment links form on first use, as
 the sandbox models a controller-linked deployment. Peers are found by `server_ip` (the pod IP);
-`device` must be a list (the sandbox has no NPU device IPs to check). Engines other than MindIE
+on NPUs (`ASCEND_VISIBLE_DEVICES`, which the sandbox's device plugin sets) every instance must list its
+devices as MindIE parses them (`device_ip`, `device_id` digits; locally `device_logical_id` too), and the
+local list must be exactly the NPUs the instance holds: an assignment without device IPs could not link
+on real hardware, so the sandbox refuses it (422). Engines other than MindIE
 answer 404: vLLM and SGLang serve no such route.
 """
 
@@ -50,8 +53,33 @@ def _wrapped(message: str, status: int) -> web.Response:
     return _answer({"error": message, "error_type": kind}, status)
 
 
-def parse_assignment(body: Any) -> tuple[dict[str, Any], list[dict[str, Any]]] | str:
-    """(local, peers) of a role-assignment body, or why it is unreadable (pure)."""
+def _device_problem(node: dict[str, Any], own: list[str] | None) -> str:
+    """Why a node's device list is not what MindIE reads (''), as its DmiRole parses it: every device a
+    ``device_ip`` and a ``device_id`` string of digits; the local one also a ``device_logical_id``, and
+    (stricter than MindIE, which fails later at linking) exactly the devices the instance holds."""
+    devices = node.get("device", [])
+    if not isinstance(devices, list):
+        return "'device' must be a list"
+    for device in devices:
+        if not isinstance(device, dict) or not isinstance(device.get("device_ip"), str):
+            return "every device needs its 'device_ip' (the NPU's address, from the device plugin)"
+        if not isinstance(device.get("device_id"), str) or not device["device_id"].isdigit():
+            return "every device needs its 'device_id' as a string of digits"
+    if own is None:
+        return ""
+    if any("device_logical_id" not in d for d in devices):
+        return "every local device needs its 'device_logical_id'"
+    listed = sorted(d["device_id"] for d in devices)
+    if listed != sorted(own):
+        return f"local 'device' lists NPUs {listed or 'none'}, but this instance holds {sorted(own)}"
+    return ""
+
+
+def parse_assignment(
+    body: Any, own_devices: list[str] | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]] | str:
+    """(local, peers) of a role-assignment body, or why it is unreadable (pure). ``own_devices``: the
+    NPUs the instance holds (``ASCEND_VISIBLE_DEVICES``); with them every instance must list its own."""
     if not isinstance(body, dict) or not isinstance(body.get("local"), dict):
         return "body must be an object with a 'local' object and a 'peers' list"
     peers = body.get("peers")
@@ -64,8 +92,11 @@ def parse_assignment(body: Any) -> tuple[dict[str, Any], list[dict[str, Any]]] |
             return "every instance needs an integer 'id'"
         if not isinstance(node.get("server_ip"), str) or not node["server_ip"]:
             return "every instance needs its 'server_ip'"
-        if not isinstance(node.get("device", []), list):
-            return "'device' must be a list"
+        problem = _device_problem(node, own_devices if node is body["local"] else None)
+        if not problem and own_devices and not node.get("device"):
+            problem = f"instance {node['id']} lists no NPU 'device' to link with"
+        if problem:
+            return problem
     return body["local"], list(peers)
 
 
@@ -184,7 +215,8 @@ async def post_role(request: web.Request, engine: SimEngine) -> web.Response:
         body = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
         body = None
-    parsed = parse_assignment(body)
+    visible = engine.spec.env_dict().get("ASCEND_VISIBLE_DEVICES", "")
+    parsed = parse_assignment(body, [d for d in visible.split(",") if d] or None)
     if isinstance(parsed, str):
         return _wrapped(f"Req body converts to json fail ({parsed}). Reset to previous node status.", 422)
     _, peer_list = parsed

@@ -110,3 +110,43 @@ async def test_bad_bodies_other_engines_and_busy_instances_are_refused():
         assert status == 404
         status, _ = await _call(session, "POST", f"{stack.url('prefill-0-0')}/v1/role/decode", {})
         assert status == 404
+
+
+async def test_on_npus_every_instance_must_list_its_devices_as_the_device_plugin_gave_them():
+    env = {**FAST, "ASCEND_VISIBLE_DEVICES": "2,3"}
+    async with PDStack(engine="mindie", env=env) as stack, aiohttp.ClientSession() as session:
+        decode = stack.url("decode-0-0")
+
+        def node(pod: str, number: int, ids: list[str]) -> dict:
+            devices = [
+                {"device_id": i, "device_ip": f"192.168.0.{100 + int(i)}", "device_logical_id": str(n)}
+                for n, i in enumerate(ids)
+            ]
+            return {**_node(stack, pod, number), "device": devices}
+
+        url = f"{decode}/v1/role/decode"
+        cases = [
+            (
+                {"local": _node(stack, "decode-0-0", 2), "peers": [node("prefill-0-0", 1, ["2", "3"])]},
+                "holds",
+            ),
+            ({"local": node("decode-0-0", 2, ["0", "1"]), "peers": [node("prefill-0-0", 1, ["2"])]}, "holds"),
+            (
+                {"local": node("decode-0-0", 2, ["2", "3"]), "peers": [_node(stack, "prefill-0-0", 1)]},
+                "no NPU",
+            ),
+        ]
+        for body, why in cases:
+            status, answer = await _call(session, "POST", url, body)
+            assert (status, answer["error_type"]) == (422, "Input validation error"), answer
+            assert why in answer["error"]
+        bad_id = node("prefill-0-0", 1, ["2"])
+        bad_id["device"][0]["device_id"] = 2
+        status, answer = await _call(
+            session, "POST", url, {"local": node("decode-0-0", 2, ["2", "3"]), "peers": [bad_id]}
+        )
+        assert status == 422 and "string of digits" in answer["error"]
+        body = {"local": node("decode-0-0", 2, ["3", "2"]), "peers": [node("prefill-0-0", 1, ["2", "3"])]}
+        status, answer = await _call(session, "POST", url, body)
+        assert (status, answer) == (200, {"result": "ok"})
+        assert (await _settled(session, decode))["linkStatus"]["peers"][0]["link"] == "ok"
