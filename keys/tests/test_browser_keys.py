@@ -177,6 +177,8 @@ def test_ci_script_deploys_with_a_key_copied_from_the_dialog(page, context, oper
             page.fill("#id_expires_in_days", "400")
             page.click("button:has-text('Create key')")
             expect(page.locator("#field-expires_in_days .field-error")).to_contain_text("at most 365 days")
+            expect(page.locator("#field-expires_in_days")).to_contain_text("at most 365 days")
+            assert page.locator("#field-expires_in_days").inner_text().count("at most 365 days") == 1
             page.screenshot(path=str(SHOTS / "keys-create-form-error.png"), full_page=True)
             page.fill("#id_expires_in_days", "30")
             page.fill("#id_requests_per_day", "1000")
