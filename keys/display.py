@@ -107,6 +107,17 @@ def hourly_series(rows: list[tuple[datetime, int]], *, end: datetime, hours: int
     return values
 
 
+def fitted_hours(first: datetime | None, *, end: datetime, window: int, minimum: int) -> int:
+    """Hours the usage chart spans: from the first hour with usage in the window (a young or newly
+    busy key fills the chart instead of being one bar at its right edge), at least `minimum`, at most
+    the whole `window`."""
+    if first is None:
+        return window
+    last = end.replace(minute=0, second=0, microsecond=0)
+    span = int((last - first.replace(minute=0, second=0, microsecond=0)).total_seconds() // 3600) + 1
+    return max(minimum, min(window, span))
+
+
 def hour_starts(*, end: datetime, hours: int) -> list[int]:
     """Unix times of the `hours` hour starts up to the one holding `end` (the x values of hourly_series)."""
     last = end.replace(minute=0, second=0, microsecond=0)
