@@ -163,17 +163,26 @@ class KeyRow:
     busiest: Meter | None
     sparkline: str
     requests_24h: int
-    exhausted: list[str]
+    exhausted: list[ExhaustedNote]
 
 
-def exhausted_notes(exhausted: list[dict[str, object]]) -> list[str]:
-    """'requests per day used up (1000 of 1000); resets 2026-12-02 00:00 UTC' for each spent quota."""
+@dataclass(frozen=True)
+class ExhaustedNote:
+    """'requests per day used up (1000 of 1000)' and when it resets (the page shows it in local time)."""
+
+    text: str
+    resets_at: datetime
+
+
+def exhausted_notes(exhausted: list[dict[str, object]]) -> list[ExhaustedNote]:
     notes = []
     for entry in exhausted:
         quota = str(entry["quota"]).replace("_", " ")
-        resets = datetime.fromisoformat(str(entry["resets_at"]))
         notes.append(
-            f"{quota} used up ({entry['used']} of {entry['allowed']}); resets {resets:%Y-%m-%d %H:%M} UTC"
+            ExhaustedNote(
+                text=f"{quota} used up ({entry['used']} of {entry['allowed']})",
+                resets_at=datetime.fromisoformat(str(entry["resets_at"])),
+            )
         )
     return notes
 

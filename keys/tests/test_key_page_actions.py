@@ -148,6 +148,13 @@ def test_key_page_shows_settings_counters_usage_and_its_audit_trail(operator, is
         assert f"<code>{action}</code>" in trail
     assert "requests per minute: 60 → 30" in trail
     assert "allowed cidrs: none → 10.0.0.0/8" in trail
+    # times in the browser's zone like the Activity page and the charts (UTC when script is off)
+    assert "When (local time)" in trail and "When (UTC)" not in trail
+    assert re.search(
+        r'<td><time data-local="seconds" datetime="[^"]+\+00:00" title="[^"]+ UTC">[^<]+ UTC</time>', trail
+    )
+    assert '<dt>Created</dt><dd><time data-local="minutes"' in html
+    assert "js/local-time.js" in html
     assert trail.count('<tr class="event-') == 4  # only this key's events: create, 2 updates, the alert
     assert str(other.pk) not in trail
 
