@@ -139,9 +139,10 @@ def _route(table: RouteTable, grant: AsyncGrant, model: str) -> RouteEntry:
 def _refusal(error: KeyRefused) -> GatewayError:
     headers = {"retry-after": str(error.retry_after)} if error.retry_after else {}
     code = error.code
-    if error.status == 429 and str(error.detail.get("limit", "")).endswith(("_day", "_month")):
+    limit = error.detail if error.status == 429 and error.detail else None
+    if limit and str(limit.get("name", "")).endswith(("_day", "_month")):
         code = "insufficient_quota"
-    return GatewayError(error.status, code, error.message, headers=headers)
+    return GatewayError(error.status, code, error.message, headers=headers, limit=limit)
 
 
 async def _send_error(send: Send, error: GatewayError, *, messages_api: bool) -> None:

@@ -36,24 +36,30 @@ class GatewayError(Exception):
     message: str
     param: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    # On a 429 from a key's limit: which limit, its value, when it resets (keys.limits.limit_details).
+    limit: dict[str, object] | None = None
 
     def __str__(self) -> str:
         return self.message
 
 
 def openai_body(error: GatewayError) -> bytes:
-    return json.dumps(
-        {
-            "error": {
-                "message": error.message,
-                "type": OPENAI_TYPES.get(error.status, "api_error"),
-                "param": error.param,
-                "code": error.code,
-            }
-        }
-    ).encode()
+    body: dict[str, object] = {
+        "message": error.message,
+        "type": OPENAI_TYPES.get(error.status, "api_error"),
+        "param": error.param,
+        "code": error.code,
+    }
+    if error.limit:
+        body["limit"] = error.limit  # an extra member: the SDKs keep it in the error's body
+    return json.dumps({"error": body}).encode()
 
 
 def anthropic_body(error: GatewayError) -> bytes:
-    kind = ANTHROPIC_TYPES.get(error.status, "api_error")
-    return json.dumps({"type": "error", "error": {"type": kind, "message": error.message}}).encode()
+    body: dict[str, object] = {
+        "type": ANTHROPIC_TYPES.get(error.status, "api_error"),
+        "message": error.message,
+    }
+    if error.limit:
+        body["limit"] = error.limit
+    return json.dumps({"type": "error", "error": body}).encode()

@@ -15,7 +15,7 @@ from rest_framework.authentication import BaseAuthentication
 from rest_framework.request import Request
 
 from controlplane.client_ip import client_ip
-from keys import hotpath, tokens
+from keys import hotpath, limits, tokens
 from keys.records import KeyRecord
 
 REALM = 'Bearer realm="tandem"'
@@ -32,9 +32,14 @@ class KeyForbidden(exceptions.PermissionDenied):
 
 
 class KeyThrottled(exceptions.Throttled):
-    def __init__(self, message: str, code: str, wait: int | None) -> None:
+    """A 429; `limit` is the machine-readable part (`error.limit` in the body, see keys.limits)."""
+
+    def __init__(
+        self, message: str, code: str, wait: int | None, limit: dict[str, object] | None = None
+    ) -> None:
         super().__init__(wait=wait, detail=message, code=code)
         self.detail = exceptions.ErrorDetail(message, code=code)
+        self.limit = limit
 
 
 class KeyUnavailable(exceptions.APIException):
@@ -68,7 +73,7 @@ def bearer_token(header: str) -> str | None:
 
 def refusal_to_api_error(error: hotpath.KeyRefused) -> exceptions.APIException:
     if error.status == 429:
-        return KeyThrottled(error.message, error.code, error.retry_after)
+        return KeyThrottled(error.message, error.code, error.retry_after, error.detail or None)
     if error.status == 403:
         return KeyForbidden(error.message, error.code)
     if error.status == 503:
@@ -99,11 +104,21 @@ class ApiKeyAuthentication(BaseAuthentication):
         cached, _ = (
             hotpath.cache.get(tokens.digest(raw, hotpath.pepper())) if raw.isascii() else (False, None)
         )
-        if not cached and auth_failures_recent(source_ip=source_ip) >= settings.API_KEY_FAILURE_LIMIT:
+        failures = auth_failures_recent(source_ip=source_ip) if not cached else 0
+        if failures >= settings.API_KEY_FAILURE_LIMIT:
+            resets_at = limits.reset_time("failed_authentications_per_minute", limits.now_utc())
+            details = limits.limit_details(
+                "failed_authentications_per_minute",
+                value=settings.API_KEY_FAILURE_LIMIT,
+                used=failures,
+                resets_at=resets_at,
+            )
             raise KeyThrottled(
-                "Too many failed key authentications from this address; wait a minute and check the key.",
+                "Too many failed key authentications from this address; wait until "
+                f"{details['resets_at']} and check the key.",
                 "too_many_failures",
-                60,
+                int(str(details["retry_after"])),
+                details,
             )
         try:
             grant = hotpath.authenticate(raw, kind=self.kind, source_ip=source_ip)

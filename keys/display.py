@@ -107,6 +107,17 @@ def hourly_series(rows: list[tuple[datetime, int]], *, end: datetime, hours: int
     return values
 
 
+def fitted_hours(first: datetime | None, *, end: datetime, window: int, minimum: int) -> int:
+    """Hours the usage chart spans: from the first hour with usage in the window (a young or newly
+    busy key fills the chart instead of being one bar at its right edge), at least `minimum`, at most
+    the whole `window`."""
+    if first is None:
+        return window
+    last = end.replace(minute=0, second=0, microsecond=0)
+    span = int((last - first.replace(minute=0, second=0, microsecond=0)).total_seconds() // 3600) + 1
+    return max(minimum, min(window, span))
+
+
 def hour_starts(*, end: datetime, hours: int) -> list[int]:
     """Unix times of the `hours` hour starts up to the one holding `end` (the x values of hourly_series)."""
     last = end.replace(minute=0, second=0, microsecond=0)
@@ -152,17 +163,26 @@ class KeyRow:
     busiest: Meter | None
     sparkline: str
     requests_24h: int
-    exhausted: list[str]
+    exhausted: list[ExhaustedNote]
 
 
-def exhausted_notes(exhausted: list[dict[str, object]]) -> list[str]:
-    """'requests per day used up (1000 of 1000); resets 2026-12-02 00:00 UTC' for each spent quota."""
+@dataclass(frozen=True)
+class ExhaustedNote:
+    """'requests per day used up (1000 of 1000)' and when it resets (the page shows it in local time)."""
+
+    text: str
+    resets_at: datetime
+
+
+def exhausted_notes(exhausted: list[dict[str, object]]) -> list[ExhaustedNote]:
     notes = []
     for entry in exhausted:
         quota = str(entry["quota"]).replace("_", " ")
-        resets = datetime.fromisoformat(str(entry["resets_at"]))
         notes.append(
-            f"{quota} used up ({entry['used']} of {entry['allowed']}); resets {resets:%Y-%m-%d %H:%M} UTC"
+            ExhaustedNote(
+                text=f"{quota} used up ({entry['used']} of {entry['allowed']})",
+                resets_at=datetime.fromisoformat(str(entry["resets_at"])),
+            )
         )
     return notes
 

@@ -49,10 +49,16 @@ def _form_id(value: str | None) -> str:
 class KeyCreateForm(forms.Form):
     form_id = forms.CharField(widget=forms.HiddenInput, required=False, max_length=64)
     name = forms.CharField(
-        max_length=100, help_text="Say where it is used, e.g. ci-deploy or claude-code-alice."
+        max_length=100,
+        help_text="Say where it is used, e.g. ci-deploy or claude-code-alice.",
+        error_messages={"required": "Give the key a name saying where it is used, e.g. ci-deploy."},
     )
     purpose_label = forms.CharField(
-        max_length=64, required=False, label="Purpose label", help_text="Name the purpose, e.g. load-test."
+        max_length=64,
+        required=False,
+        label="Purpose label",
+        help_text="Name the purpose, e.g. load-test.",
+        error_messages={"required": "Name the purpose, e.g. load-test."},
     )
     kind = forms.ChoiceField(
         choices=Kind.choices,

@@ -184,19 +184,15 @@ def parse_or_refuse(raw: str) -> tokens.Parsed:
 
 
 def over_limit(outcome: limits.OverLimit, record: KeyRecord) -> KeyRefused:
+    details = outcome.details()
     return KeyRefused(
         429,
         "limit_exceeded",
         f"Over this key's {outcome.limit.replace('_', ' ')} limit ({outcome.allowed}); "
         f"it resets at {outcome.resets_at.isoformat()}.",
-        retry_after=outcome.retry_after,
+        retry_after=int(str(details["retry_after"])),
         record=record,
-        detail={
-            "limit": outcome.limit,
-            "allowed": outcome.allowed,
-            "used": outcome.used,
-            "resets_at": outcome.resets_at.isoformat(),
-        },
+        detail=details,
     )
 
 

@@ -174,7 +174,38 @@ class OverLimit:
 
     @property
     def retry_after(self) -> int:
-        return max(1, int((self.resets_at - datetime.now(UTC)).total_seconds() + 0.999))
+        return seconds_until(self.resets_at)
+
+    def details(self) -> dict[str, object]:
+        """What a 429 body says about the limit, for programs: see :func:`limit_details`."""
+        return limit_details(self.limit, value=self.allowed, used=self.used, resets_at=self.resets_at)
+
+
+def seconds_until(when: datetime) -> int:
+    """Whole seconds to wait until `when` (at least 1): the `Retry-After` of a refusal."""
+    return max(1, int((when - datetime.now(UTC)).total_seconds() + 0.999))
+
+
+def iso_utc(when: datetime) -> str:
+    """ISO 8601 in UTC with a `Z`, as the API writes every time: 2026-12-02T00:00:00Z."""
+    return when.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def limit_details(name: str, *, value: int, used: int, resets_at: datetime) -> dict[str, object]:
+    """The machine-readable part of an over-limit answer (REST `error.limit`, gateway `error.limit`).
+
+    `name` is the limit (`requests_per_minute`, `tokens_per_day`, `max_concurrent`, ...), `value` what it
+    allows, `used` what was counted when the request was refused, `resets_at` when its window starts
+    again (for `max_concurrent`: the earliest a slot may be free) and `retry_after` the seconds until
+    then, the same number as the `Retry-After` header.
+    """
+    return {
+        "name": name,
+        "value": value,
+        "used": used,
+        "resets_at": iso_utc(resets_at),
+        "retry_after": seconds_until(resets_at),
+    }
 
 
 _local = threading.local()

@@ -16,7 +16,7 @@ from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from gateway.series import CHART_WINDOWS
 from keys import selectors, services
-from keys.display import KeyRow, hour_starts, hourly_series, key_row
+from keys.display import KeyRow, fitted_hours, hour_starts, hourly_series, key_row
 from keys.filtersets import ApiKeyFilterSet
 from keys.forms import KeyCreateForm, KeyRevokeForm, KeyRotateForm, apply_domain_error
 from keys.models import ApiKey
@@ -26,6 +26,8 @@ from keys.validation import LIMIT_FIELDS
 
 PAGE_SIZE = 200
 CHART_HOURS = 168
+# The usage chart starts at the first use in the week, but spans at least this many hours.
+CHART_MIN_HOURS = 6
 # Session entry remembering which create/rotate forms were already used (form id -> key id, never a
 # secret), so re-sending the same POST on reload does not issue another secret.
 USED_FORMS = "keys.used_forms"
@@ -101,6 +103,10 @@ def key_detail(request: HttpRequest, pk: Any) -> HttpResponse:
     row = _rows([key])[0]
     history = selectors.key_usage_history(key=key, hours=CHART_HOURS)
     now = timezone.now()
+    fitted = fitted_hours(
+        history[0].hour if history else None, end=now, window=CHART_HOURS, minimum=CHART_MIN_HOURS
+    )
+    hours = CHART_HOURS if request.GET.get("usage") == "week" else fitted
     return render(
         request,
         "keys/detail.html",
@@ -113,12 +119,13 @@ def key_detail(request: HttpRequest, pk: Any) -> HttpResponse:
             "now": now,
             "events": selectors.key_audit_trail(key=key),
             "used_recently": bool(history),
+            "chart_hours": hours,
+            "chart_fitted": hours < CHART_HOURS,
+            "chart_fits": fitted < CHART_HOURS,
             "usage_chart": {
-                "hours": hour_starts(end=now, hours=CHART_HOURS),
+                "hours": hour_starts(end=now, hours=hours),
                 **{
-                    name: hourly_series(
-                        [(u.hour, getattr(u, name)) for u in history], end=now, hours=CHART_HOURS
-                    )
+                    name: hourly_series([(u.hour, getattr(u, name)) for u in history], end=now, hours=hours)
                     for name in ("requests", "tokens", "denied")
                 },
             },

@@ -8,6 +8,8 @@ from typing import Any
 
 from django import template
 from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 register = template.Library()
 
@@ -67,6 +69,24 @@ def audit_value(value: Any, key: str = "") -> str:
                 parts.append(f"{field.replace('_', ' ')}: {_plain(change)}")
         return "; ".join(parts)
     return _plain(value)
+
+
+@register.filter
+def local_time(value: datetime | None, precision: str = "seconds") -> SafeString | str:
+    """A time as every page shows one: `<time data-local>`, which static/js/local-time.js turns into
+    the browser's time zone with UTC on hover; UTC, said so, without script. `precision`: seconds or
+    minutes."""
+    if value is None:
+        return ""
+    utc = value.astimezone(UTC)
+    shown = utc.strftime("%Y-%m-%d %H:%M:%S" if precision == "seconds" else "%Y-%m-%d %H:%M")
+    return format_html(
+        '<time data-local="{}" datetime="{}" title="{} UTC">{} UTC</time>',
+        precision,
+        utc.isoformat(),
+        utc.strftime("%Y-%m-%d %H:%M:%S"),
+        shown,
+    )
 
 
 @register.filter

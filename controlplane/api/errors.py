@@ -55,8 +55,18 @@ def _flatten(detail: Any, prefix: str = "") -> dict[str, list[str]]:
     return fields
 
 
-def error_body(code: str, message: str, fields: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message, "fields": fields or {}}}
+def error_body(
+    code: str,
+    message: str,
+    fields: dict[str, list[str]] | None = None,
+    *,
+    limit: dict[str, object] | None = None,
+) -> dict[str, Any]:
+    """The error shape; `limit` only on a 429 (which limit, its value, when it resets, retry after)."""
+    error: dict[str, Any] = {"code": code, "message": message, "fields": fields or {}}
+    if limit:
+        error["limit"] = limit
+    return {"error": error}
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -79,5 +89,5 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         code = getattr(exc, "default_code", "error")
         if hasattr(detail, "code") and detail.code:
             code = detail.code
-        response.data = error_body(str(code), str(detail))
+        response.data = error_body(str(code), str(detail), limit=getattr(exc, "limit", None))
     return response

@@ -22,6 +22,33 @@ from typing import Any
 
 from topologies.spec_schema import spec_json_schema, stored_spec_json_schema
 
+LIMIT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "On a 429 only: the limit the request ran into, for programs (the message says the same).",
+    "properties": {
+        "name": {
+            "type": "string",
+            "description": "requests_per_minute, tokens_per_minute, max_concurrent, requests_per_day, "
+            "requests_per_month, tokens_per_day, tokens_per_month or failed_authentications_per_minute",
+        },
+        "value": {"type": "integer", "description": "What the limit allows in its window"},
+        "used": {"type": "integer", "description": "What was counted when this request was refused"},
+        "resets_at": {
+            "type": "string",
+            "format": "date-time",
+            "description": "When the window starts again, ISO 8601 UTC (max_concurrent: the earliest "
+            "a slot may be free)",
+        },
+        "retry_after": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Seconds until resets_at; the same as the Retry-After header",
+        },
+    },
+    "required": ["name", "value", "used", "resets_at", "retry_after"],
+    "additionalProperties": False,
+}
+
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "Every API error: a code, a message naming the field and the fix, and per-field messages.",
@@ -36,6 +63,7 @@ ERROR_SCHEMA: dict[str, Any] = {
                     "additionalProperties": {"type": "array", "items": {"type": "string"}},
                     "description": "Field path → what is wrong with it and how to fix it.",
                 },
+                "limit": LIMIT_SCHEMA,
             },
             "required": ["code", "message", "fields"],
             "additionalProperties": False,
@@ -53,7 +81,8 @@ DESCRIPTIONS = {
     "409": "Refused in the current state (e.g. another job holds the topology).",
     "413": "The body is too large.",
     "415": "The body is not JSON (or a form).",
-    "429": "The API key is over its rate limit or quota (`Retry-After` says when to retry).",
+    "429": "The API key is over its rate limit or quota: `error.limit` names it, its value and when it "
+    "resets (`Retry-After` says when to retry).",
     "500": "An unexpected failure; details are in the server log, never in the answer.",
     "503": "The database or Redis is unavailable (`Retry-After` says when to retry).",
 }

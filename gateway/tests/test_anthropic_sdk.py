@@ -143,3 +143,15 @@ def test_stream_translation_of_tool_calls():
         "message_stop",
     ]
     assert '"stop_reason": "tool_use"' in text and '"output_tokens": 7' in text
+
+
+def test_a_rate_limit_comes_in_anthropics_format_with_the_limit(gateway, inference_key):
+    limited = inference_key(name="tight-messages", limits_given={"requests_per_minute": 1})
+    c = client(gateway, limited.secret)
+    c.messages.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": "Hi"}])
+    with pytest.raises(anthropic.RateLimitError) as caught:
+        c.messages.create(model=MODEL, max_tokens=4, messages=[{"role": "user", "content": "Hi"}])
+    error = caught.value.body["error"]
+    assert error["type"] == "rate_limit_error"
+    assert error["limit"]["name"] == "requests_per_minute" and error["limit"]["value"] == 1
+    assert error["limit"]["retry_after"] == int(caught.value.response.headers["retry-after"])

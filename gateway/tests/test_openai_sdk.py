@@ -100,8 +100,12 @@ def test_rate_limit_gives_429_with_retry_after(gateway, inference_key):
     c.models.list()
     with pytest.raises(openai.RateLimitError) as caught:
         c.models.list()
-    assert int(caught.value.response.headers["retry-after"]) >= 1
+    retry_after = int(caught.value.response.headers["retry-after"])
+    assert retry_after >= 1
     assert "requests per minute" in caught.value.message
+    limit = caught.value.body["limit"]  # the SDK keeps the whole `error` object
+    assert limit["name"] == "requests_per_minute" and limit["value"] == 2 and limit["used"] == 2
+    assert limit["retry_after"] == retry_after and limit["resets_at"].endswith(":00Z")
 
 
 def test_token_quota_counts_usage_and_refuses_when_spent(gateway, inference_key):
@@ -112,6 +116,10 @@ def test_token_quota_counts_usage_and_refuses_when_spent(gateway, inference_key)
         c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hello"}], max_tokens=8)
     assert caught.value.code == "insufficient_quota"
     assert "tokens per day" in caught.value.message
+    limit = caught.value.body["limit"]
+    assert limit["name"] == "tokens_per_day" and limit["value"] == 5 and limit["used"] >= 5
+    assert limit["resets_at"].endswith("T00:00:00Z")
+    assert limit["retry_after"] == int(caught.value.response.headers["retry-after"])
 
 
 def test_requests_are_recorded_in_batches(gateway):

@@ -10,8 +10,10 @@ import re
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 import requests
@@ -38,6 +40,14 @@ def off_the_loop(fn: Any) -> Any:
 
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(call).result()
+
+
+BROWSER_ZONE = "Asia/Kolkata"  # UTC+05:30: a time shown in UTC by mistake cannot pass for local
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "timezone_id": BROWSER_ZONE}
 
 
 @pytest.fixture
@@ -177,6 +187,8 @@ def test_ci_script_deploys_with_a_key_copied_from_the_dialog(page, context, oper
             page.fill("#id_expires_in_days", "400")
             page.click("button:has-text('Create key')")
             expect(page.locator("#field-expires_in_days .field-error")).to_contain_text("at most 365 days")
+            expect(page.locator("#field-expires_in_days")).to_contain_text("at most 365 days")
+            assert page.locator("#field-expires_in_days").inner_text().count("at most 365 days") == 1
             page.screenshot(path=str(SHOTS / "keys-create-form-error.png"), full_page=True)
             page.fill("#id_expires_in_days", "30")
             page.fill("#id_requests_per_day", "1000")
@@ -209,6 +221,16 @@ def test_ci_script_deploys_with_a_key_copied_from_the_dialog(page, context, oper
             )  # requests; a management key spends no tokens
             trail = page.locator("table.audit-trail")
             expect(trail).to_contain_text("key.create")
+            created = page.locator("dt:text-is('Created') + dd time[data-local]")
+            when = datetime.fromisoformat(created.get_attribute("datetime") or "")
+            expect(created).to_have_text(when.astimezone(ZoneInfo(BROWSER_ZONE)).strftime("%Y-%m-%d %H:%M"))
+            expect(trail.locator("th").first).to_have_text("When (local time)")
+            first = trail.locator("tbody time[data-local]").first
+            at = datetime.fromisoformat(first.get_attribute("datetime") or "").astimezone(
+                ZoneInfo(BROWSER_ZONE)
+            )
+            expect(first).to_have_text(at.strftime("%Y-%m-%d %H:%M:%S"))
+            expect(page.locator("#usage h2")).to_have_text("Usage per hour, last 6 hours")
             page.wait_for_selector("body[data-notifications-state=live]", timeout=10_000)
             off_the_loop(
                 lambda: accounting.key_budget_alert_record(

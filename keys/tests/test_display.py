@@ -58,3 +58,12 @@ def test_audit_details_read_plainly():
     )
     assert audit_value("2026-12-31T09:21:31.220374+00:00") == "2026-12-31 09:21:31 UTC"
     assert audit_value(None) == "—"
+
+
+def test_the_usage_chart_fits_a_young_key_and_keeps_the_week_for_an_old_one():
+    from keys.display import fitted_hours
+
+    assert fitted_hours(None, end=NOW, window=168, minimum=6) == 168
+    assert fitted_hours(NOW - timedelta(minutes=20), end=NOW, window=168, minimum=6) == 6
+    assert fitted_hours(NOW - timedelta(hours=30), end=NOW, window=168, minimum=6) == 31
+    assert fitted_hours(NOW - timedelta(days=9), end=NOW, window=168, minimum=6) == 168

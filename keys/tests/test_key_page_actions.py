@@ -128,18 +128,48 @@ def test_key_page_shows_settings_counters_usage_and_its_audit_trail(operator, is
     data = json.loads(
         re.search(r'<script id="key-usage-data" type="application/json">(.*?)</script>', html).group(1)
     )
-    assert len(data["hours"]) == len(data["requests"]) == 168  # a full week of hours, the quiet ones 0
-    assert data["hours"][-1] - data["hours"][0] == 167 * 3600
+    # used only two hours ago: the chart starts at the first use (at least 6 hours), not a week back
+    assert len(data["hours"]) == len(data["requests"]) == 6
+    assert data["hours"][-1] - data["hours"][0] == 5 * 3600
+    assert data["hours"][-1] == int(hour.timestamp())
     # two hours before the current one
     assert data["requests"][-3] == 12 and data["tokens"][-3] == 3400 and data["denied"][-3] == 1
     assert sum(data["requests"]) == 12 and sum(data["tokens"]) == 3400
+    assert "Usage per hour, last 6 hours" in html and 'href="?usage=week#usage"' in html
+    week = login(operator).get(f"/keys/{key.pk}/?usage=week").content.decode()
+    whole = json.loads(
+        re.search(r'<script id="key-usage-data" type="application/json">(.*?)</script>', week).group(1)
+    )
+    assert len(whole["hours"]) == 168 and whole["hours"][-1] - whole["hours"][0] == 167 * 3600
+    assert whole["requests"][-3] == 12 and sum(whole["requests"]) == 12
+    assert "Usage per hour, last 7 days" in week and "Show from the first use" in week
     trail = html.split("<h2>Audit trail</h2>", 1)[1]
     for action in ("key.create", "key.update", "key.budget_alert"):
         assert f"<code>{action}</code>" in trail
     assert "requests per minute: 60 → 30" in trail
     assert "allowed cidrs: none → 10.0.0.0/8" in trail
+    # times in the browser's zone like the Activity page and the charts (UTC when script is off)
+    assert "When (local time)" in trail and "When (UTC)" not in trail
+    assert re.search(
+        r'<td><time data-local="seconds" datetime="[^"]+\+00:00" title="[^"]+ UTC">[^<]+ UTC</time>', trail
+    )
+    assert '<dt>Created</dt><dd><time data-local="minutes"' in html
+    assert "js/local-time.js" in html
     assert trail.count('<tr class="event-') == 4  # only this key's events: create, 2 updates, the alert
     assert str(other.pk) not in trail
+
+
+def test_the_usage_chart_spans_the_week_when_the_key_was_used_days_ago(operator, issue):
+    key = issue(operator, name="steady", scopes=["topologies:read"]).key
+    hour = timezone.now().replace(minute=0, second=0, microsecond=0)
+    ApiKeyUsage.objects.create(key=key, hour=hour - timedelta(hours=30), requests=3, tokens=0, denied=0)
+    ApiKeyUsage.objects.create(key=key, hour=hour, requests=5, tokens=0, denied=0)
+    html = login(operator).get(f"/keys/{key.pk}/").content.decode()
+    data = json.loads(
+        re.search(r'<script id="key-usage-data" type="application/json">(.*?)</script>', html).group(1)
+    )
+    assert len(data["hours"]) == 31 and data["requests"][0] == 3 and data["requests"][-1] == 5
+    assert "Usage per hour, last 31 hours" in html
 
 
 def test_key_page_shows_an_exhausted_quota_and_when_it_resets(operator, issue, key_client):

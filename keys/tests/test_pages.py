@@ -206,10 +206,23 @@ def test_expiry_beyond_the_purpose_cap_is_refused_next_to_the_field(viewer):
     response = client.post("/keys/new/debug/", data)
     assert response.status_code == 400
     html = response.content.decode()
-    assert re.search(
-        r'id="field-expires_in_days".*?Debug keys live at most 7 days; choose 7 or fewer', html, re.S
-    )
+    field = re.search(r'<div class="field has-error" id="field-expires_in_days">.*?</div>', html, re.S)
+    assert field, html
+    assert "Debug keys live at most 7 days; choose 7 or fewer" in field.group(0)
+    assert field.group(0).count("at most 7 days") == 1, "the cap is said twice (help and error)"
+    assert html.count("at most 7 days") == 1
     assert not ApiKey.objects.exists()
+
+
+def test_a_field_without_an_error_keeps_its_help_and_a_missing_name_says_what_to_give(viewer):
+    client = login(viewer)
+    data = create_form(client, "debug") | {"name": ""}
+    html = client.post("/keys/new/debug/", data).content.decode()
+    name = re.search(r'id="field-name">.*?</div>', html, re.S)
+    assert name and "Give the key a name saying where it is used, e.g. ci-deploy." in name.group(0)
+    assert "Say where it is used" not in name.group(0)
+    expiry = re.search(r'id="field-expires_in_days">.*?</div>', html, re.S)
+    assert expiry and '<p class="help">Debug keys live at most 7 days.</p>' in expiry.group(0)
 
 
 def test_service_errors_show_next_to_their_fields(operator):

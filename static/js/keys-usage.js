@@ -23,7 +23,7 @@
         height: 200,
         series: series,
         scales: { x: { time: true }, y: { range: function (u, min, max) { return [0, Math.max(max, 1) * 1.1]; } } },
-        axes: [{}, { size: 60 }],
+        axes: [{ label: "time (local)", labelSize: 16, size: 58, labelGap: 4 }, { size: 60 }],
       };
       new window.uPlot(opts, values, el);
     });
