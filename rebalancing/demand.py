@@ -164,3 +164,18 @@ def balanced_split(
         if best is None or key < best:
             best = key
     return best[3] if best is not None else None
+
+
+def served_utilization(obs: Observation, role: str, count: int, params: Params, state: State) -> float | None:
+    """What the role serves now (no backlog) over what ``count`` of its instances serve (None when its
+    capacity is unknown)."""
+    if role == "prefill":
+        served, capacity = (
+            computed_prompt_tps(obs),
+            _capacity(params.prefill_tokens_per_s, state.prefill_capacity_tps),
+        )
+    else:
+        served, capacity = obs.gen_tps, _capacity(params.decode_tokens_per_s, state.decode_capacity_tps)
+    if served is None or not capacity:
+        return None
+    return float(served) / (max(1, count) * capacity)

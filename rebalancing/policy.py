@@ -154,15 +154,17 @@ def _grow(obs: Observation, role: str, streak: int, params: Params, limits: Limi
     if ok and (moved[1] if other == "decode" else moved[0]) < floor:
         ok, donor = False, f"{other} keeps at least {floor} instances (donor_keeps)"
     if ok and params.demand_split and demand.capacity_known(other, params, state):
-        # Latency alone does not see the donor's demand: with its capacity measured at full speed, the
-        # instances left must carry it within headroom too (one prefill cannot do 1.4 prefills' work).
+        # Latency alone does not see the donor's load: with its capacity measured at full speed, the
+        # instances left must carry what it serves now within headroom too (one prefill cannot do 1.4
+        # prefills' work). What it serves, not its backlog: a queue on the donor may be the breached
+        # role's back-pressure (prefills holding KV that decodes have not pulled).
         left = (decode if other == "decode" else prefill) - 1
-        use = demand.demand(obs, params, state).utilization(other, left)
+        use = demand.served_utilization(obs, other, left, params, state)
         if use is not None and use > params.headroom:
             ok, donor = (
                 False,
                 (
-                    f"{left} {other} would run at {use:.0%} of its capacity for the measured demand "
+                    f"{left} {other} would run at {use:.0%} of its capacity for what it serves now "
                     f"(at most {params.headroom:.0%})"
                 ),
             )

@@ -192,9 +192,37 @@ def _restore(engine: Engine, rebalance: Rebalance, inst: Instance, old: str, tou
     return ""
 
 
-def _switch_one(engine: Engine, rebalance: Rebalance, switch: dict[str, str], orphan: bool) -> None:
-    """One instance out of routing, drained, moved to its target role, verified, routed again; on a
-    failure it serves its old role again (or stays out of routing, saying why) and StepFailed says why."""
+def _unroute(engine: Engine, rebalance: Rebalance, switches: list[dict[str, str]]) -> None:
+    """Take every instance of a multi-switch change out of routing at once, so their drains overlap (the
+    others of their role carry the load: the split the change goes to)."""
+    for switch in switches:
+        engine.relabel(switch["instance"], NOT_SERVING)
+    names = ", ".join(s["instance"] for s in switches)
+    _log(
+        rebalance,
+        f"Stopped routing new requests to {names} (serving-role label → {NOT_SERVING}): they drain "
+        "together, and each is switched in turn once drained",
+    )
+
+
+def _reroute(engine: Engine, rebalance: Rebalance, switches: list[dict[str, str]]) -> None:
+    """Route the instances whose switch will not happen as their old role again."""
+    for switch in switches:
+        try:
+            engine.relabel(switch["instance"], switch["source_role"])
+            _log(
+                rebalance, f"Routing to {switch['instance']} as {switch['source_role']} again (not switched)"
+            )
+        except StepFailed as error:
+            _log(rebalance, f"{switch['instance']} stays out of routing: {error.message}")
+
+
+def _switch_one(
+    engine: Engine, rebalance: Rebalance, switch: dict[str, str], orphan: bool, unrouted: bool = False
+) -> None:
+    """One instance out of routing (unless ``unrouted`` already), drained, moved to its target role,
+    verified, routed again; on a failure it serves its old role again (or stays out of routing, saying
+    why) and StepFailed says why."""
     name, target, old = switch["instance"], switch["target_role"], switch["source_role"]
     touched = orphan
     inst = Instance(name, "", old, old)
@@ -209,8 +237,9 @@ def _switch_one(engine: Engine, rebalance: Rebalance, switch: dict[str, str], or
             problem = devices_problem(list(found.values()))
             if problem:
                 raise StepFailed(problem, "no_npu_devices")
-        engine.relabel(name, NOT_SERVING)
-        _log(rebalance, f"Stopped routing new requests to {name} (serving-role label → {NOT_SERVING})")
+        if not unrouted:
+            engine.relabel(name, NOT_SERVING)
+            _log(rebalance, f"Stopped routing new requests to {name} (serving-role label → {NOT_SERVING})")
         drain(engine, rebalance, inst, float(rebalance.params.get("drain_timeout_seconds") or 30))
         touched = True
         relocate(engine, rebalance, inst, target)
@@ -252,6 +281,17 @@ def rebalance_in_place_run(*, rebalance_id: int) -> str:
     engine = Engine(rebalance.topology)
     switches = switches_of(rebalance)
     several = len(switches) > 1
+    unrouted = several and claim == "fresh"
+    if unrouted:
+        try:
+            _unroute(engine, rebalance, switches[rebalance.next_move :])
+        except StepFailed as error:
+            _reroute(engine, rebalance, switches[rebalance.next_move :])
+            with transaction.atomic():
+                _finish(
+                    rebalance, ok=False, message=f"In-place switches failed ({error.code}): {error.message}"
+                )
+            return "failed"
     for index in range(rebalance.next_move, len(switches)):
         switch = switches[index]
         if several:
@@ -261,8 +301,9 @@ def rebalance_in_place_run(*, rebalance_id: int) -> str:
                 f"{switch['source_role']} → {switch['target_role']}",
             )
         try:
-            _switch_one(engine, rebalance, switch, orphan=claim == "orphan")
+            _switch_one(engine, rebalance, switch, orphan=claim == "orphan", unrouted=unrouted)
         except StepFailed as error:
+            _reroute(engine, rebalance, switches[index + 1 :])
             done = f" ({index} of {len(switches)} switches done and kept)" if several else ""
             with transaction.atomic():
                 _finish(

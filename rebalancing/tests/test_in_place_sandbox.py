@@ -7,6 +7,7 @@ times out returns the instance to its old role."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -43,8 +44,8 @@ def conn(ascend_sandbox, db):
     return cluster_connection(register(ascend_sandbox))
 
 
-@pytest.fixture
-def mindie(conn, operator, ascend_sandbox):
+@contextlib.contextmanager
+def mindie_topology(conn, operator, sandbox, prefill: int, decode: int):
     from clusters.models import Cluster
     from topologies.services import topology_create
     from topologies.tests.combinations import combination
@@ -58,7 +59,7 @@ def mindie(conn, operator, ascend_sandbox):
         "llm-datadist",
         "kthena",
         namespace=f"ip{uuid.uuid4().hex[:8]}",
-        roles={"prefill": {**role, "replicas": 1}, "decode": {**role, "replicas": 2}},
+        roles={"prefill": {**role, "replicas": prefill}, "decode": {**role, "replicas": decode}},
         rebalancing={
             "prefill": {"min": 1, "max": 3},
             "decode": {"min": 1, "max": 3},
@@ -67,15 +68,23 @@ def mindie(conn, operator, ascend_sandbox):
     )
     topology = topology_create(cluster=Cluster.objects.get(pk=conn.cluster_id), spec=spec, actor=operator)
     assert deploy_now(topology, operator).state == State.SUCCEEDED
-    yield topology
-    # Free the accelerators for the next test's topology.
-    import kube
+    try:
+        yield topology
+    finally:
+        # Free the accelerators for the next test's topology.
+        import kube
 
-    kinds = "modelroutes,modelservers,modelservings,services"
-    ascend_sandbox.kubectl("delete", kinds, "--all", "-n", topology.namespace, "--wait=false")
-    deadline = time.monotonic() + 30
-    while kube.list_pods(conn, topology.namespace, "") and time.monotonic() < deadline:
-        time.sleep(0.2)
+        kinds = "modelroutes,modelservers,modelservings,services"
+        sandbox.kubectl("delete", kinds, "--all", "-n", topology.namespace, "--wait=false")
+        deadline = time.monotonic() + 30
+        while kube.list_pods(conn, topology.namespace, "") and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+@pytest.fixture
+def mindie(conn, operator, ascend_sandbox):
+    with mindie_topology(conn, operator, ascend_sandbox, 1, 2) as topology:
+        yield topology
 
 
 def pods(conn, topology) -> dict[str, dict[str, str]]:
@@ -364,3 +373,35 @@ def test_set_the_ratio_switches_in_place_under_load_and_the_planner_switches_bac
     after = pods(conn, mindie)
     assert after[decodes[-1]][SERVING_ROLE] == "decode"
     assert engine(conn, mindie, decodes[-1], "/v1/status")["service"]["currentRole"] == "decode"
+
+
+def test_a_ratio_change_of_several_instances_drains_them_together_and_switches_one_at_a_time(
+    conn, operator, ascend_sandbox
+):
+    from rebalancing.services import rebalance_ratio_start
+
+    with mindie_topology(conn, operator, ascend_sandbox, 1, 3) as topology:
+        url = router_url(ascend_sandbox, topology.namespace)
+        reports: list = []
+        traffic = load(url, topology.model_name, 12, reports)
+        time.sleep(2)
+        change = rebalance_ratio_start(topology=topology, prefill=3, decode=1, actor=operator, source_ip=None)
+        moved = [s["instance"] for s in change.params["switches"]]
+        assert len(moved) == 2
+        assert rebalance_in_place_run(rebalance_id=change.pk) == "succeeded"
+        traffic.join(60)
+        [report] = reports
+        assert report.sent >= 50 and report.failed == 0, (report.errors, report.table())
+        change.refresh_from_db()
+        steps = [m["message"] for m in change.log]
+        # Both out of routing first (their drains overlap), then each switched in turn.
+        unrouted = next(i for i, m in enumerate(steps) if m.startswith("Stopped routing"))
+        assert all(name in steps[unrouted] for name in moved) and "drain together" in steps[unrouted]
+        switched = [i for i, m in enumerate(steps) if m.startswith("Switched")]
+        verified = [i for i, m in enumerate(steps) if m.startswith("Verified")]
+        assert len(switched) == len(verified) == 2 and unrouted < switched[0] < verified[0] < switched[1]
+        assert change.next_move == 2 and change.deployments == []
+        assert selectors.effective_replicas(topology) == (3, 1)
+        assert {p: labels[SERVING_ROLE] for p, labels in pods(conn, topology).items() if p in moved} == {
+            name: "prefill" for name in moved
+        }

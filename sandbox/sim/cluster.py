@@ -220,29 +220,35 @@ class SimCluster:
         await self._drain(instance.engine)
         await self._retire(instance.engine)
 
-    async def _switch(self, source: str, target: str) -> None:
-        """An in-place switch of one ``source`` instance to ``target``: out of routing, drained,
-        unlinked, switched, re-linked. A drain that does not finish returns it to ``source``."""
-        instance = self._donor(source, least_busy=True)
-        if instance is None:
-            return
+    async def _switch(self, source: str, target: str, count: int) -> None:
+        """In-place switches of ``count`` ``source`` instances to ``target``, as Tandem runs them: all of
+        them out of routing at once (their drains overlap), then one at a time, once drained, unlinked,
+        switched and re-linked. A drain that does not finish returns that instance to ``source``."""
+        donors = []
+        for _ in range(count):
+            instance = self._donor(source, least_busy=True)
+            if instance is None:
+                break
+            instance.state = "draining"
+            donors.append(instance)
         started = clock.now()
-        instance.state = "draining"
-        if not await self._drain(instance.engine):
-            instance.state = "ready"
-            await asyncio.sleep(1.0)
-            return
-        # Its links were with the target role's instances; afterwards they are with the source role's.
-        teardown = len(self.ready(target)) * self.cfg.link_teardown_ms
-        setup = len(self.ready(source)) * self.cfg.link_setup_ms
-        cost = (teardown + self.cfg.role_switch_ms + setup) / 1000
-        await self._retire(instance.engine)
-        switched = self._spawn(target, cost)
-        self.switches += 1
-        self.moves += 1
-        await asyncio.sleep(max(0.0, switched.ready_at - clock.now()))
-        switched.state = "ready"
-        self.switch_seconds.append(clock.now() - started)
+        for instance in donors:
+            if not await self._drain(instance.engine):
+                instance.state = "ready"
+                continue
+            # Its links were with the target role's instances; afterwards they are with the source role's.
+            teardown = len(self.ready(target)) * self.cfg.link_teardown_ms
+            setup = len(self.ready(source)) * self.cfg.link_setup_ms
+            cost = (teardown + self.cfg.role_switch_ms + setup) / 1000
+            await self._retire(instance.engine)
+            switched = self._spawn(target, cost)
+            self.switches += 1
+            self.moves += 1
+            await asyncio.sleep(max(0.0, switched.ready_at - clock.now()))
+            switched.state = "ready"
+            self.switch_seconds.append(clock.now() - started)
+        if len(donors) < count or any(i.state == "ready" and i.role == source for i in donors):
+            await asyncio.sleep(1.0)  # a switch was cancelled: look again before retrying
 
     async def apply(self, target: tuple[int, int], why: str = "") -> None:
         """Reach ``target`` one instance at a time (adding first while the budget allows)."""
@@ -257,7 +263,8 @@ class SimCluster:
                     r for r, cur, tgt in (("prefill", p, target[0]), ("decode", d, target[1])) if cur > tgt
                 ]
                 if grow and shrink and self.in_place:
-                    await self._switch(shrink[0], grow[0])
+                    wanted = min(abs(p - target[0]), abs(d - target[1]))
+                    await self._switch(shrink[0], grow[0], wanted)
                 elif grow and len(self.instances) < self.budget:
                     await self._add(grow[0])
                 elif shrink:
