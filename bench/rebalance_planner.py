@@ -105,8 +105,10 @@ class Tandem:
         self.state = State(last_move_seconds=model_load)
         self.model_load = model_load
         self.move_started: float | None = None
-        self.decision_lags: list[float] = []
+        self.decision_lags: list[float] = []  # sustained breach → the move it caused
+        self.answer_lags: list[float] = []  # sustained breach → the first decision that answers it
         self.breach_since: float | None = None
+        self.answered = False
         self.log: list[str] = []  # acting decisions: "ts rule: explanation"
 
     def __call__(self, view: ClusterView) -> tuple[int, int] | None:
@@ -139,13 +141,22 @@ class Tandem:
             self.breach_since = view.ts
         if not breached:
             self.breach_since = None
+            self.answered = False
         verdict, self.state = decide(obs, self.params, LIMITS, self.state)
+        answers = (
+            verdict.acts or verdict.rule == "both_breached"
+        )  # a move, or "no split helps: add accelerators"
+        if answers and self.breach_since is not None and not self.answered:
+            sustained_at = self.breach_since + (self.params.breach_intervals - 1) * TICK
+            self.answer_lags.append(max(0.0, view.ts - sustained_at))
+            self.answered = True
         if not verdict.acts:
             return None
         if self.breach_since is not None:
             sustained_at = self.breach_since + (self.params.breach_intervals - 1) * TICK
             self.decision_lags.append(max(0.0, view.ts - sustained_at))
             self.breach_since = None
+            self.answered = False
         self.move_started = view.ts
         self.log.append(f"{view.ts:7.1f} {verdict.rule}: {verdict.explanation}")
         self.state = after_move(self.state, verdict, view.ts, self.state.last_move_seconds)
@@ -164,6 +175,7 @@ class Row:
     failed_by_rebalancing: int
     peak_ttft: float | None
     decision_lag: float | None
+    answer_lag: float | None
     wall: float
 
 
@@ -198,6 +210,7 @@ def evaluate(args: tuple[str, str, float, float, float]) -> Row:
     started = time.perf_counter()
     grid = SCALES[workload]
     lags: list[float] = []
+    answers: list[float] = []
     lost = 0
     seen: dict[float, float] = {}
 
@@ -220,6 +233,7 @@ def evaluate(args: tuple[str, str, float, float, float]) -> Row:
         )
         if isinstance(controller, Tandem):
             lags.extend(controller.decision_lags)
+            answers.extend(controller.answer_lags)
         lost += cluster.failed_by_rebalancing
         seen[scale] = attainment(cluster.outcomes, TTFT_MS, TBT_MS).both
         return cluster
@@ -250,6 +264,7 @@ def evaluate(args: tuple[str, str, float, float, float]) -> Row:
         lost,
         _peak_ttft(base.outcomes),
         statistics.median(lags) if lags else None,
+        statistics.median(answers) if answers else None,
         time.perf_counter() - started,
     )
 
@@ -310,9 +325,11 @@ def _compare(tandem: Row, best_static: Row, dynamo: Row, simulated: float) -> No
     )
     per10 = tandem.role_changes / (simulated / 600)
     lag = f"{tandem.decision_lag:.1f} s" if tandem.decision_lag is not None else "n/a"
+    answer = f"{tandem.answer_lag:.1f} s" if tandem.answer_lag is not None else "n/a"
     print(
         f"  {tandem.policy}: role changes per 10 simulated min {per10:.1f}; median lag from a sustained "
-        f"breach to the move it caused (busy/cooldown included): {lag}"
+        f"breach to the move it caused (busy/cooldown included): {lag}; to the first decision answering "
+        f"it (a move, or both roles breached: more accelerators needed): {answer}"
     )
 
 
