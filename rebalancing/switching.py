@@ -120,3 +120,25 @@ def victim_problem(topology: Any, instance: str, role: str, pods: dict[str, str]
         f"scaling {role} down removes {chosen}, not {instance} (the orchestrator picks the pod); "
         f"switch {chosen} instead, or use set-the-ratio"
     )
+
+
+def pods_by_role(topology: Any, with_template: bool = False) -> dict[str, Any]:
+    """Running prefill/decode pods by name: the role each serves (with its template's role)."""
+    import kube
+    from clusters.selectors import cluster_connection
+    from controlplane.api.errors import Conflict
+    from kube.labels import ROLE, serving_role, topology_selector
+
+    try:
+        pods = kube.list_pods(
+            cluster_connection(topology.cluster), topology.namespace, topology_selector(topology.pk)
+        )
+    except kube.KubeError as error:
+        raise Conflict(
+            f"the cluster cannot be asked for the topology's pods: {error}", code="cluster_unreachable"
+        ) from None
+    return {
+        p.name: (serving_role(p.labels), p.labels[ROLE]) if with_template else serving_role(p.labels)
+        for p in pods
+        if not p.deletion_pending and p.labels.get(ROLE) in ("prefill", "decode")
+    }

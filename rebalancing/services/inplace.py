@@ -1,16 +1,14 @@
-"""Writes: in-place role switches (engine steps in ``rebalancing.services.engine_steps``), run by one
-worker at a time.
+"""Writes: carrying out in-place role switches (started by ``rebalancing.services.inplace_start``; the
+engine steps are ``rebalancing.services.engine_steps``), one worker at a time.
 
-``switch_in_place_start`` creates the Rebalance for one instance (``rebalance_switch_start`` calls it
-once its refusals are checked); a ratio change on an engine that switches in place
-(``rebalance_ratio_start``) creates one with a list of switches. Either way the run is enqueued, and
 ``rebalance_in_place_run`` is what the Celery task calls: it claims the Rebalance (a conditional update
-of its heartbeat), then, one instance at a time, stops routing to it, drains it, unlinks, switches,
-re-links, verifies and resumes routing, logging every step on the Rebalance (the topology page shows
-them live). On a failure the instance in hand goes back to serving its old role, the switches already
-done stand, and the Rebalance fails saying so. A worker that died mid-switch leaves a stale heartbeat;
-``rebalance_advance`` re-enqueues the run, which then returns that instance to its old role and fails
-the Rebalance. ``instance_role_assign`` makes one role assignment on an instance's engine and surfaces a
+of its heartbeat), takes every instance that changes role out of routing (several drain together), then
+one instance at a time drains it, unlinks, switches, re-links, verifies and resumes routing, logging every
+step on the Rebalance (the topology page shows them live). On a failure the instance in hand goes back to
+serving its old role, the ones not yet switched are routed as before, the switches already done stand,
+and the Rebalance fails saying so. A worker that died mid-switch leaves a stale heartbeat;
+``rebalance_advance`` re-enqueues the run, which then returns that instance to its old role and fails the
+Rebalance. ``instance_role_assign`` makes one role assignment on an instance's engine and surfaces a
 refusal with the engine's own code (``LLM_EXIST_LINK``).
 """
 
@@ -21,17 +19,14 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from audit.services import audit_record
 from controlplane.api.errors import Conflict
 from kube.labels import NOT_SERVING
 from rebalancing.inplace import Instance, devices_problem
 from rebalancing.models import Rebalance, RebalanceKind, RebalanceState, RoleOverride
 from rebalancing.services.engine_steps import (
-    PLAN,
     VERIFIED,
     Engine,
     StepFailed,
@@ -39,7 +34,6 @@ from rebalancing.services.engine_steps import (
     relocate,
     step_timeout,
 )
-from rebalancing.services.steps import create
 from rebalancing.services.steps import finish as _finish
 from rebalancing.services.steps import log_step as _log
 
@@ -71,59 +65,6 @@ def overrides_prune(*, topology: Any, instances: dict[str, Instance]) -> None:
         inst = instances.get(override.pod)
         if inst is None or inst.serving == inst.template:
             override.delete()
-
-
-def switch_in_place_start(
-    *,
-    topology: Any,
-    instance: str,
-    source_role: str,
-    target_role: str,
-    target: tuple[int, int],
-    path_reason: str,
-    drain_timeout_seconds: float | None,
-    actor: Any,
-    source_ip: str | None,
-) -> Rebalance:
-
-    drain = float(drain_timeout_seconds or settings.REBALANCE_DRAIN_TIMEOUT_SECONDS)
-    rebalance = create(
-        topology=topology,
-        kind=RebalanceKind.SWITCH_IN_PLACE,
-        target=target,
-        moves=[],
-        actor=actor,
-        params={
-            "instance": instance,
-            "target_role": target_role,
-            "source_role": source_role,
-            "path": "in_place",
-            "why": path_reason,
-            "drain_timeout_seconds": drain,
-        },
-    )
-    _log(
-        rebalance,
-        f"Switch {instance} {source_role} → {target_role}, in place ({path_reason}): stop routing to it, "
-        f"drain (at most {drain:.0f} s), {PLAN.get(topology.engine, PLAN['mindie'])}, verify, resume routing",
-    )
-    audit_record(
-        action="rebalancing.switch_role",
-        actor=actor,
-        target=topology,
-        source_ip=source_ip,
-        detail={
-            "rebalance": rebalance.pk,
-            "instance": instance,
-            "target_role": target_role,
-            "path": "in_place",
-            "text": f"{instance} → {target_role} (in place) by {rebalance.requested_by_label}",
-        },
-    )
-    from rebalancing.tasks import run_in_place_switch
-
-    run_in_place_switch.apply_async_on_commit((rebalance.pk,))
-    return rebalance
 
 
 def overrides_refresh(*, topology: Any) -> None:

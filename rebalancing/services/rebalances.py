@@ -14,18 +14,13 @@ from rebalancing.models import (
     Rebalance,
     RebalanceKind,
 )
-from rebalancing.moves import plan_moves, plan_switches, target_problems
-from rebalancing.services.engine_steps import PLAN
-from rebalancing.services.inplace import (
-    in_place_is_orphaned,
-    is_in_place,
-    overrides_refresh,
-    switch_in_place_start,
-)
+from rebalancing.moves import plan_moves, target_problems
+from rebalancing.services.inplace import in_place_is_orphaned, is_in_place, overrides_refresh
+from rebalancing.services.inplace_start import ratio_in_place_start, switch_in_place_start
 from rebalancing.services.steps import create
 from rebalancing.services.steps import finish as _finish
 from rebalancing.services.steps import log_step as _log
-from rebalancing.switching import switch_path, victim_problem
+from rebalancing.switching import pods_by_role, switch_path, victim_problem
 
 # --- ratio changes and role switches --------------------------------------------------------------
 
@@ -83,7 +78,7 @@ def rebalance_ratio_start(
         _refuse_unhealthy_links(locked)
     path = switch_path(locked.engine, locked.kv_connector, locked.backend)
     if path.name == "in_place" and sum(current) == prefill + decode:
-        return _ratio_in_place_start(
+        return ratio_in_place_start(
             topology=locked,
             current=current,
             target=(prefill, decode),
@@ -124,73 +119,6 @@ def rebalance_ratio_start(
     return rebalance_advance(rebalance=rebalance)
 
 
-def _ratio_in_place_start(
-    *,
-    topology: Any,
-    current: tuple[int, int],
-    target: tuple[int, int],
-    kind: str,
-    path_reason: str,
-    actor: Any,
-    source_ip: str | None,
-) -> Rebalance:
-    """A ratio change that keeps the number of instances, on an engine that switches in place: one
-    in-place switch per instance that changes role, one at a time (no instance added or removed)."""
-    from django.conf import settings
-
-    pods = _pods_by_role(topology, with_template=True)
-    try:
-        switches = plan_switches(pods, *target)
-    except ValueError as error:
-        raise DomainError(
-            f"cannot set {target[0]}P/{target[1]}D in place: {error}",
-            code="ratio_refused",
-            fields={"prefill": [f"{error}; wait until every instance is Ready and routed, then try again"]},
-        ) from None
-    drain = float(settings.REBALANCE_DRAIN_TIMEOUT_SECONDS)
-    rebalance = create(
-        topology=topology,
-        kind=kind,
-        target=target,
-        moves=[
-            {"role": s["target_role"], "replicas": n, "instance": s["instance"]}
-            for n, s in enumerate(
-                switches,
-                start=(current[0] if switches[0]["target_role"] == "prefill" else current[1]) + 1,
-            )
-        ],
-        actor=actor,
-        params={"path": "in_place", "why": path_reason, "switches": switches, "drain_timeout_seconds": drain},
-    )
-    names = ", ".join(f"{s['instance']} → {s['target_role']}" for s in switches)
-    _log(
-        rebalance,
-        f"Planned {current[0]}P/{current[1]}D → {target[0]}P/{target[1]}D as {len(switches)} in-place "
-        f"switch{'es' if len(switches) > 1 else ''} ({path_reason}), one at a time: {names}; each stops "
-        f"routing to its instance, drains it (at most {drain:.0f} s), "
-        f"{PLAN.get(topology.engine, PLAN['mindie'])}, verifies and resumes routing",
-    )
-    audit_record(
-        action="rebalancing.ratio_start",
-        actor=actor,
-        target=topology,
-        source_ip=source_ip,
-        detail={
-            "rebalance": rebalance.pk,
-            "prefill": target[0],
-            "decode": target[1],
-            "path": "in_place",
-            "switches": switches,
-            "text": f"rebalance to {target[0]}P/{target[1]}D (in place) started by "
-            f"{rebalance.requested_by_label}",
-        },
-    )
-    from rebalancing.tasks import run_in_place_switch
-
-    run_in_place_switch.apply_async_on_commit((rebalance.pk,))
-    return rebalance
-
-
 @transaction.atomic
 def rebalance_switch_start(
     *,
@@ -218,7 +146,7 @@ def rebalance_switch_start(
     limits = selectors.topology_limits(locked)
     _refuse_busy(locked)
     _refuse_unhealthy_links(locked)
-    pods = _pods_by_role(locked)
+    pods = pods_by_role(locked)
     if instance not in pods:
         raise DomainError(
             f"{instance} is not a running instance of {locked.name}",
@@ -312,27 +240,6 @@ def rebalance_switch_start(
         },
     )
     return rebalance_advance(rebalance=rebalance)
-
-
-def _pods_by_role(topology: Any, with_template: bool = False) -> dict[str, Any]:
-    """Running prefill/decode pods by name: the role each serves (with its template's role)."""
-    import kube
-    from clusters.selectors import cluster_connection
-    from kube.labels import ROLE, serving_role, topology_selector
-
-    try:
-        pods = kube.list_pods(
-            cluster_connection(topology.cluster), topology.namespace, topology_selector(topology.pk)
-        )
-    except kube.KubeError as error:
-        raise Conflict(
-            f"the cluster cannot be asked for the topology's pods: {error}", code="cluster_unreachable"
-        ) from None
-    return {
-        p.name: (serving_role(p.labels), p.labels[ROLE]) if with_template else serving_role(p.labels)
-        for p in pods
-        if not p.deletion_pending and p.labels.get(ROLE) in ("prefill", "decode")
-    }
 
 
 @transaction.atomic
