@@ -98,7 +98,7 @@ def parse_engine_spec(pod: Mapping[str, Any], files: Mapping[str, str] | None = 
         return _vllm_spec(engine_args, env, labels, default_port)
     if kind == "sglang":
         return _sglang_spec(engine_args, env, default_port)
-    return _mindie_spec(engine_args, env, labels, default_port)
+    return _mindie_spec(engine_args, env, labels, default_port, state.files)
 
 
 def _quote(arg: str) -> str:
@@ -300,9 +300,45 @@ def _sglang_spec(argv: list[str], env: dict[str, str], port: int | None) -> Engi
     )
 
 
+def _mindie_listen_problem(files: Mapping[str, str], env: Mapping[str, str]) -> str:
+    """MindIE's rule for the service-plane and management addresses of its config.json ('' when met):
+    ``MIES_CONTAINER_IP`` / ``MIES_CONTAINER_MANAGEMENT_IP`` take precedence over ``ipAddress`` /
+    ``managementIpAddress``, and an all-zero address is refused unless ``allowAllZeroIpListening``."""
+    for path, text in files.items():
+        if not path.endswith(".json"):
+            continue
+        try:
+            config = json.loads(text)
+        except ValueError:
+            continue
+        server = config.get("ServerConfig") if isinstance(config, dict) else None
+        if not isinstance(server, dict):
+            continue
+        if server.get("allowAllZeroIpListening") is True:
+            return ""
+        service = env.get("MIES_CONTAINER_IP") or server.get("ipAddress") or "127.0.0.1"
+        management = env.get("MIES_CONTAINER_MANAGEMENT_IP") or server.get("managementIpAddress") or service
+        for name, address in (("ipAddress", service), ("managementIpAddress", management)):
+            if address in ("0.0.0.0", "::"):
+                return (
+                    f"[MIE04E13030A] {name} {address} ({path}): listening on all addresses breaks the "
+                    "isolation of the service, management and metrics planes and is refused; set the "
+                    "pod's address (MIES_CONTAINER_IP / MIES_CONTAINER_MANAGEMENT_IP) or "
+                    "allowAllZeroIpListening: true"
+                )
+    return ""
+
+
 def _mindie_spec(
-    argv: list[str], env: dict[str, str], labels: Mapping[str, str], port: int | None
+    argv: list[str],
+    env: dict[str, str],
+    labels: Mapping[str, str],
+    port: int | None,
+    files: Mapping[str, str] | None = None,
 ) -> EngineSpec:
+    problem = _mindie_listen_problem(files or {}, env)
+    if problem:
+        raise EngineArgumentError(problem)
     raw_role = (env.get("MINDIE_ROLE") or env.get("ROLE") or "").lower()
     aliases = {
         "prefill": "prefill",

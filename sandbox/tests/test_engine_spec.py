@@ -240,3 +240,32 @@ def test_a_container_that_is_no_engine_is_refused():
     container = {"name": "n", "image": "nginx:1.27", "command": ["nginx", "-g", "daemon off;"]}
     with pytest.raises(EngineArgumentError, match="not a vLLM, SGLang or MindIE engine"):
         parse_engine_spec({"metadata": {"name": "n"}, "spec": {"containers": [container]}})
+
+
+def test_mindie_refuses_to_listen_on_all_addresses_unless_told_or_given_the_pods_address():
+    import json
+
+    container = {
+        "name": "m",
+        "image": "ascendhub/mindie:2.0",
+        "command": ["/usr/local/bin/mindieservice_daemon"],
+        "env": [{"name": "MINDIE_ROLE", "value": "decode"}],
+    }
+    pod = {"metadata": {"name": "m"}, "spec": {"containers": [container]}}
+
+    def config(**server: object) -> dict[str, str]:
+        return {"/etc/tandem/mindie-decode.json": json.dumps({"ServerConfig": {"port": 1025, **server}})}
+
+    with pytest.raises(EngineArgumentError, match=r"ipAddress 0\.0\.0\.0 .* allowAllZeroIpListening"):
+        parse_engine_spec(pod, config(ipAddress="0.0.0.0"))
+    with pytest.raises(EngineArgumentError, match=r"managementIpAddress 0\.0\.0\.0"):
+        parse_engine_spec(pod, config(ipAddress="10.0.0.5", managementIpAddress="0.0.0.0"))
+    assert (
+        parse_engine_spec(pod, config(ipAddress="0.0.0.0", allowAllZeroIpListening=True)).engine == "mindie"
+    )
+    container["env"] = [
+        *container["env"],
+        {"name": "MIES_CONTAINER_IP", "value": "10.0.0.5"},
+        {"name": "MIES_CONTAINER_MANAGEMENT_IP", "value": "10.0.0.5"},
+    ]
+    assert parse_engine_spec(pod, config(ipAddress="0.0.0.0")).role == "decode"  # the env takes precedence

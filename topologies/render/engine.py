@@ -236,6 +236,8 @@ def container_env(spec: TopologySpec, role: str) -> list[dict[str, Any]]:
         env += [
             _env("MIES_INSTALL_PATH", "/usr/local/Ascend/mindie/latest/mindie-service"),
             _env("MIES_SERVICE_MONITOR_MODE", "1"),
+            _field_env("MIES_CONTAINER_IP", "status.podIP"),
+            _field_env("MIES_CONTAINER_MANAGEMENT_IP", "status.podIP"),
         ]
     env += _connector_env(spec, role)
     env += [_user_env(k, v) for k, v in spec.role(role).env.items()]
@@ -324,10 +326,13 @@ def mindie_config(spec: TopologySpec, role: str) -> dict[str, Any]:
     desc = c.cache_desc
     return {
         "ServerConfig": {
-            "ipAddress": "0.0.0.0",
+            # MindIE refuses to listen on 0.0.0.0: both planes take the pod's address from
+            # MIES_CONTAINER_IP / MIES_CONTAINER_MANAGEMENT_IP (container_env), which override these.
+            "ipAddress": "127.0.0.1",
             "port": spec.port,
-            # The management API (role assignment, /v1/status) on the same port: Tandem reaches it there
-            # for in-place role switches (docs/role-switches.md).
+            # The management API (role assignment, /v1/status) on the same address and port (MindIE's
+            # single-address, single-port scheme): Tandem reaches it there through the pods proxy for
+            # in-place role switches (docs/role-switches.md).
             "managementPort": spec.port,
             "inferMode": "dmi" if c.type == "llm-datadist" else "standard",
             "interCommPort": c.link_port,
