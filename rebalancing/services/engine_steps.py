@@ -223,6 +223,13 @@ def sglang_relocate(engine: Engine, rebalance: Rebalance, inst: Instance, to_rol
             if "not idle" in message and time.monotonic() < deadline:
                 time.sleep(POLL_SECONDS)
                 continue
+            if "restart required" in message:
+                # SGLang has no rollback: a failed rebuild leaves the instance unhealthy until restarted.
+                raise StepFailed(
+                    f"{inst.name} failed POST /pd_role_switch and needs a restart ({message}); delete the "
+                    "pod and its ModelServing starts a new one in its template role",
+                    "sglang_unhealthy",
+                )
             raise StepFailed(
                 f"{inst.name} refused POST /pd_role_switch: {message or f'HTTP {code}'}", "sglang_refused"
             )
