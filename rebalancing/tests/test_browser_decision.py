@@ -88,3 +88,51 @@ def test_an_advisory_decision_is_shown_on_the_time_axis_with_its_explanation(
         assert page.locator("#rebalancing [data-planner-mode]").inner_text().startswith("Advisory")
         assert page.locator('#rebalancing form[data-form="ratio"]').count() == 0  # viewers cannot rebalance
         page.screenshot(path=str(SHOTS / "rebalancing-decision.png"), full_page=True)
+
+
+def test_an_in_place_ratio_change_in_progress_shows_its_plan_and_steps(page, make_topology, viewer):
+    from rebalancing.models import Rebalance, RebalanceKind
+
+    topology = make_topology(budget=4, replicas=(1, 3))
+    now = time.time()
+    names = ["t-0-decode-2-0", "t-0-decode-1-0"]
+    steps = [
+        "Planned 1P/3D → 3P/1D as 2 in-place switches (MindIE reassigns a running instance's role), one at "
+        f"a time: {names[0]} → prefill, {names[1]} → prefill",
+        f"Stopped routing new requests to {', '.join(names)} (serving-role label → none): they drain "
+        "together, and each is switched in turn once drained",
+        f"Switch 1/2: {names[0]} decode → prefill",
+        f"Drained {names[0]}: no request running or waiting (0.4 s)",
+        f"Switched {names[0]} decode → prefill (POST /v1/role/prefill, 0.4 s)",
+        f"Verified: {names[0]} serves prefill (RoleReady, every link ok)",
+        f"Switch 2/2: {names[1]} decode → prefill",
+    ]
+    Rebalance.objects.create(
+        topology=topology,
+        kind=RebalanceKind.RATIO,
+        from_prefill=1,
+        from_decode=3,
+        target_prefill=3,
+        target_decode=1,
+        moves=[{"role": "prefill", "replicas": 2 + i, "instance": n} for i, n in enumerate(names)],
+        next_move=1,
+        params={"path": "in_place", "switches": [{"instance": n} for n in names]},
+        log=[{"ts": now + i, "message": m} for i, m in enumerate(steps)],
+        requested_by_label="operator",
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1440, "height": 1100})
+    with uvicorn_server(subprocess_env()) as base:
+        page.goto(f"{base}/accounts/login/")
+        page.fill("#id_username", viewer.username)
+        page.fill("#id_password", "correct-horse-battery")
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{base}/")
+        page.goto(f"{base}/topologies/{topology.pk}/")
+        current = page.locator("#rebalancing [data-rebalance]")
+        text = current.inner_text()
+        assert "1P/3D → 3P/1D · 1 of 2 switches done" in text, text
+        assert "In place: no pod is added, removed or restarted" in text and "scale job" not in text
+        assert page.locator("#rebalancing .rebalance-log li").count() == len(steps)
+        current.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "rebalancing-in-place.png"), full_page=True)
