@@ -91,21 +91,11 @@ def learn(obs: Observation, state: State) -> State:
     if d_sample is not None and obs.tbt_p95_ms and obs.tbt_p95_ms > obs.tbt_target_ms:
         # Served with TBT above its target: within the target an instance serves about that much less.
         d_sample *= obs.tbt_target_ms / obs.tbt_p95_ms
-    p_full, d_full = prefill_saturated(obs), decode_saturated(obs)
     return replace(
         state,
-        prefill_capacity_tps=_learn(state.prefill_capacity_tps, p_sample, p_full),
-        decode_capacity_tps=_learn(state.decode_capacity_tps, d_sample, d_full),
-        prefill_capacity_full=state.prefill_capacity_full or (p_full and p_sample is not None),
-        decode_capacity_full=state.decode_capacity_full or (d_full and d_sample is not None),
+        prefill_capacity_tps=_learn(state.prefill_capacity_tps, p_sample, prefill_saturated(obs)),
+        decode_capacity_tps=_learn(state.decode_capacity_tps, d_sample, decode_saturated(obs)),
     )
-
-
-def capacity_known(role: str, params: Params, state: State) -> bool:
-    """Whether the role's capacity is configured or was measured at full speed (not a lower bound)."""
-    if role == "prefill":
-        return params.prefill_tokens_per_s > 0 or state.prefill_capacity_full
-    return params.decode_tokens_per_s > 0 or state.decode_capacity_full
 
 
 def _capacity(configured: float, learned: float | None) -> float | None:
@@ -164,18 +154,3 @@ def balanced_split(
         if best is None or key < best:
             best = key
     return best[3] if best is not None else None
-
-
-def served_utilization(obs: Observation, role: str, count: int, params: Params, state: State) -> float | None:
-    """What the role serves now (no backlog) over what ``count`` of its instances serve (None when its
-    capacity is unknown)."""
-    if role == "prefill":
-        served, capacity = (
-            computed_prompt_tps(obs),
-            _capacity(params.prefill_tokens_per_s, state.prefill_capacity_tps),
-        )
-    else:
-        served, capacity = obs.gen_tps, _capacity(params.decode_tokens_per_s, state.decode_capacity_tps)
-    if served is None or not capacity:
-        return None
-    return float(served) / (max(1, count) * capacity)

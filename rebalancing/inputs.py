@@ -121,9 +121,6 @@ class State:
     decode_capacity_tps: float | None = None
     prefill_waiting_last: float | None = None  # the previous interval's queues (is a backlog clearing?)
     decode_waiting_last: float | None = None
-    # Whether a capacity estimate was sampled at full speed (a queue), not only a lower bound.
-    prefill_capacity_full: bool = False
-    decode_capacity_full: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -137,8 +134,6 @@ class State:
             "decode_capacity_tps": self.decode_capacity_tps,
             "prefill_waiting_last": self.prefill_waiting_last,
             "decode_waiting_last": self.decode_waiting_last,
-            "prefill_capacity_full": self.prefill_capacity_full,
-            "decode_capacity_full": self.decode_capacity_full,
         }
 
     @classmethod
@@ -170,8 +165,6 @@ class State:
             decode_capacity_tps=optional("decode_capacity_tps"),
             prefill_waiting_last=optional("prefill_waiting_last"),
             decode_waiting_last=optional("decode_waiting_last"),
-            prefill_capacity_full=data.get("prefill_capacity_full") is True,
-            decode_capacity_full=data.get("decode_capacity_full") is True,
         )
 
 

@@ -68,8 +68,12 @@ def cooldown_for(params: Params, state: State) -> float:
 
 
 def ttft_pressure(obs: Observation, params: Params) -> bool:
-    """Prefill is short: its queue is long, or TTFT misses its target and the delay is not decode's queue."""
-    if queued(obs, "prefill", params):
+    """Prefill is short: its queue is long while TTFT nears its target (above ``headroom`` of it), or TTFT
+    misses its target and the delay is not decode's queue. A queue the prefills work through within the
+    target is their batching, not a shortage."""
+    if queued(obs, "prefill", params) and (
+        obs.ttft_p95_ms is None or obs.ttft_p95_ms > params.headroom * obs.ttft_target_ms
+    ):
         return True
     if obs.ttft_p95_ms is None or obs.ttft_p95_ms <= obs.ttft_target_ms:
         return False
@@ -153,21 +157,6 @@ def _grow(obs: Observation, role: str, streak: int, params: Params, limits: Limi
     floor = donor_floor(prefill + decode, params)
     if ok and (moved[1] if other == "decode" else moved[0]) < floor:
         ok, donor = False, f"{other} keeps at least {floor} instances (donor_keeps)"
-    if ok and params.demand_split and demand.capacity_known(other, params, state):
-        # Latency alone does not see the donor's load: with its capacity measured at full speed, the
-        # instances left must carry what it serves now within headroom too (one prefill cannot do 1.4
-        # prefills' work). What it serves, not its backlog: a queue on the donor may be the breached
-        # role's back-pressure (prefills holding KV that decodes have not pulled).
-        left = (decode if other == "decode" else prefill) - 1
-        use = demand.served_utilization(obs, other, left, params, state)
-        if use is not None and use > params.headroom:
-            ok, donor = (
-                False,
-                (
-                    f"{left} {other} would run at {use:.0%} of its capacity for what it serves now "
-                    f"(at most {params.headroom:.0%})"
-                ),
-            )
     if not ok:
         return hold(obs, rule, f"{why}, budget full; no {other} can be spared: {donor}")
     return Verdict(
