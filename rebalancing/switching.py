@@ -99,21 +99,17 @@ def removable_instance(backend: str, role_pods: list[tuple[str, float]]) -> str 
     return max(role_pods, key=lambda item: item[1])[0]
 
 
-def victim_problem(topology: Any, instance: str, role: str, pods: dict[str, str]) -> str:
-    """'' when scaling ``role`` down by one removes ``instance``; otherwise why, naming the one it would."""
-    import kube
-    from clusters.selectors import cluster_connection
-    from kube.labels import ROLE, topology_selector
+def victim_problem(topology: Any, instance: str, role: str, pods: list[Any]) -> str:
+    """'' when scaling ``role`` down by one removes ``instance``; otherwise why, naming the one it would.
+    ``pods``: the topology's pods as ``role_pods`` listed them."""
+    from kube.labels import ROLE
 
-    listed = kube.list_pods(
-        cluster_connection(topology.cluster), topology.namespace, topology_selector(topology.pk)
-    )
-    role_pods = [
+    listed = [
         (p.name, p.created.timestamp() if p.created is not None else 0.0)
-        for p in listed
-        if p.labels.get(ROLE) == role and not p.deletion_pending
+        for p in pods
+        if p.labels.get(ROLE) == role
     ]
-    chosen = removable_instance(topology.backend, role_pods)
+    chosen = removable_instance(topology.backend, listed)
     if chosen is None or chosen == instance:
         return ""
     return (
@@ -122,12 +118,13 @@ def victim_problem(topology: Any, instance: str, role: str, pods: dict[str, str]
     )
 
 
-def pods_by_role(topology: Any, with_template: bool = False) -> dict[str, Any]:
-    """Running prefill/decode pods by name: the role each serves (with its template's role)."""
+def role_pods(topology: Any) -> list[Any]:
+    """The topology's prefill/decode pods that are not being deleted (``kube.PodInfo``); Conflict when
+    the cluster cannot be asked."""
     import kube
     from clusters.selectors import cluster_connection
     from controlplane.api.errors import Conflict
-    from kube.labels import ROLE, serving_role, topology_selector
+    from kube.labels import ROLE, topology_selector
 
     try:
         pods = kube.list_pods(
@@ -137,8 +134,11 @@ def pods_by_role(topology: Any, with_template: bool = False) -> dict[str, Any]:
         raise Conflict(
             f"the cluster cannot be asked for the topology's pods: {error}", code="cluster_unreachable"
         ) from None
-    return {
-        p.name: (serving_role(p.labels), p.labels[ROLE]) if with_template else serving_role(p.labels)
-        for p in pods
-        if not p.deletion_pending and p.labels.get(ROLE) in ("prefill", "decode")
-    }
+    return [p for p in pods if not p.deletion_pending and p.labels.get(ROLE) in ("prefill", "decode")]
+
+
+def serving_roles(pods: list[Any]) -> dict[str, tuple[str, str]]:
+    """Pod name → (the role it serves now, its template's role)."""
+    from kube.labels import ROLE, serving_role
+
+    return {p.name: (serving_role(p.labels), p.labels[ROLE]) for p in pods}

@@ -211,6 +211,12 @@ def _switch_one(
         )
 
 
+def _failed(rebalance: Rebalance, error: StepFailed) -> str:
+    with transaction.atomic():
+        _finish(rebalance, ok=False, message=f"In-place switches failed ({error.code}): {error.message}")
+    return "failed"
+
+
 def rebalance_in_place_run(*, rebalance_id: int) -> str:
     """Carry out one claimed in-place Rebalance to its end (a no-op for a run another worker owns)."""
     rebalance = Rebalance.objects.select_related("topology", "topology__cluster").get(pk=rebalance_id)
@@ -224,15 +230,19 @@ def rebalance_in_place_run(*, rebalance_id: int) -> str:
     several = len(switches) > 1
     unrouted = several and claim == "fresh"
     if unrouted:
+        pending = switches[rebalance.next_move :]
         try:
-            _unroute(engine, rebalance, switches[rebalance.next_move :])
+            if rebalance.topology.engine == "mindie":  # checked before any pod leaves routing
+                problem = devices_problem(list(engine.instances().values()))
+                if problem:
+                    raise StepFailed(problem, "no_npu_devices")
         except StepFailed as error:
-            _reroute(engine, rebalance, switches[rebalance.next_move :])
-            with transaction.atomic():
-                _finish(
-                    rebalance, ok=False, message=f"In-place switches failed ({error.code}): {error.message}"
-                )
-            return "failed"
+            return _failed(rebalance, error)
+        try:
+            _unroute(engine, rebalance, pending)
+        except StepFailed as error:
+            _reroute(engine, rebalance, pending)
+            return _failed(rebalance, error)
     for index in range(rebalance.next_move, len(switches)):
         switch = switches[index]
         if several:

@@ -16,7 +16,7 @@ from rebalancing.moves import plan_switches
 from rebalancing.services.engine_steps import PLAN
 from rebalancing.services.steps import create
 from rebalancing.services.steps import log_step as _log
-from rebalancing.switching import pods_by_role
+from rebalancing.switching import role_pods, serving_roles
 
 
 def switch_in_place_start(
@@ -83,7 +83,7 @@ def ratio_in_place_start(
 ) -> Rebalance:
     """A ratio change that keeps the number of instances, on an engine that switches in place: one
     in-place switch per instance that changes role, one at a time (no instance added or removed)."""
-    pods = pods_by_role(topology, with_template=True)
+    pods = serving_roles(role_pods(topology))
     try:
         switches = plan_switches(pods, *target)
     except ValueError as error:

@@ -20,7 +20,7 @@ from rebalancing.services.inplace_start import ratio_in_place_start, switch_in_p
 from rebalancing.services.steps import create
 from rebalancing.services.steps import finish as _finish
 from rebalancing.services.steps import log_step as _log
-from rebalancing.switching import pods_by_role, switch_path, victim_problem
+from rebalancing.switching import role_pods, serving_roles, switch_path, victim_problem
 
 # --- ratio changes and role switches --------------------------------------------------------------
 
@@ -146,7 +146,8 @@ def rebalance_switch_start(
     limits = selectors.topology_limits(locked)
     _refuse_busy(locked)
     _refuse_unhealthy_links(locked)
-    pods = pods_by_role(locked)
+    listed = role_pods(locked)
+    pods = {name: serving for name, (serving, _) in serving_roles(listed).items()}
     if instance not in pods:
         raise DomainError(
             f"{instance} is not a running instance of {locked.name}",
@@ -205,7 +206,7 @@ def rebalance_switch_start(
                 ]
             },
         )
-    victim = victim_problem(locked, instance, source_role, pods)
+    victim = victim_problem(locked, instance, source_role, listed)
     if victim:
         raise DomainError(victim, code="instance_not_removable", fields={"instance": [victim]})
     moves = [
