@@ -68,12 +68,8 @@ def cooldown_for(params: Params, state: State) -> float:
 
 
 def ttft_pressure(obs: Observation, params: Params) -> bool:
-    """Prefill is short: its queue is long while TTFT nears its target (above ``headroom`` of it), or TTFT
-    misses its target and the delay is not decode's queue. A queue the prefills work through within the
-    target is their batching, not a shortage."""
-    if queued(obs, "prefill", params) and (
-        obs.ttft_p95_ms is None or obs.ttft_p95_ms > params.headroom * obs.ttft_target_ms
-    ):
+    """Prefill is short: its queue is long, or TTFT misses its target and the delay is not decode's queue."""
+    if queued(obs, "prefill", params):
         return True
     if obs.ttft_p95_ms is None or obs.ttft_p95_ms <= obs.ttft_target_ms:
         return False

@@ -357,12 +357,3 @@ def test_the_one_instance_move_keeps_the_donor_floor():
         params=replace(PARAMS, donor_keeps=1),
     )
     assert verdicts[-1].action == "move_to_prefill"
-
-
-def test_a_prefill_queue_within_the_ttft_target_is_batching_not_a_shortage():
-    queued = dict(prefill=2, decode=6, prefill_waiting=26, tbt=25)
-    verdicts, _ = run([obs(5 * i, ttft=1070, **queued) for i in range(4)])
-    assert {v.action for v in verdicts} == {"hold"} and verdicts[-1].rule == "steady"
-    # Near the target (above 80 % of it) the same queue is pressure.
-    verdicts, _ = run([obs(5 * i, ttft=1300, **queued) for i in range(3)])
-    assert verdicts[-1].rule == "ttft_breach" and verdicts[-1].action == "move_to_prefill"
