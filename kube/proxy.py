@@ -70,10 +70,19 @@ def pod_proxy_get(conn: ClusterConnection, namespace: str, pod: str, port: int |
 
 
 def pod_proxy_post(
-    conn: ClusterConnection, namespace: str, pod: str, port: int | str, path: str, body: dict[str, object]
+    conn: ClusterConnection,
+    namespace: str,
+    pod: str,
+    port: int | str,
+    path: str,
+    body: dict[str, object],
+    *,
+    read_seconds: float | None = None,
 ) -> Response:
     """POST a JSON body through the pods proxy (needs ``create`` on ``pods/proxy``): every status is
-    returned; connection errors raise KubeError. Never retried: the call may change the engine."""
+    returned; connection errors raise KubeError. Never retried: the call may change the engine.
+    ``read_seconds``: how long the answer may take (an engine that answers once its work is done)."""
+    timeout = PROBE_TIMEOUT if read_seconds is None else (PROBE_TIMEOUT[0], read_seconds)
     return request(
         conn,
         "POST",
@@ -81,7 +90,7 @@ def pod_proxy_post(
         body=body,
         accept="*/*",
         action=f"POST {path} to pod {namespace}/{pod} through the API server",
-        timeout=PROBE_TIMEOUT,
+        timeout=timeout,
         policy=_NO_RETRY,
         allow=tuple(range(300, 600)),
     )

@@ -18,7 +18,7 @@ from django.conf import settings
 from django.utils import timezone
 
 import kube
-from kube.labels import ROLE, SERVING_ROLE, serving_role, topology_selector
+from kube.labels import NOT_SERVING, ROLE, SERVING_ROLE, serving_role, topology_selector
 from rebalancing.inplace import (
     Instance,
     ascend_devices,
@@ -64,12 +64,21 @@ class Engine:
         self.namespace = topology.namespace
         self.port = int(topology.spec.get("port") or 8000)
 
-    def call(self, pod: str, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    def call(
+        self,
+        pod: str,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        read_seconds: float | None = None,
+    ) -> tuple[int, Any]:
         try:
             if method == "GET":
                 response = kube.pod_proxy_get(self.conn, self.namespace, pod, self.port, path)
             else:
-                response = kube.pod_proxy_post(self.conn, self.namespace, pod, self.port, path, body or {})
+                response = kube.pod_proxy_post(
+                    self.conn, self.namespace, pod, self.port, path, body or {}, read_seconds=read_seconds
+                )
         except kube.KubeError as error:
             raise StepFailed(f"{pod} cannot be reached: {error}", "cluster_unreachable") from None
         try:
@@ -109,9 +118,10 @@ class Engine:
             ret, message = engine_refusal(code, body)
             raise StepFailed(f"{inst.name} refused POST /v1/role/{role}: {ret}: {message}", ret)
 
-    def settle(self, inst: Instance, role: str, peers: list[Instance]) -> None:
+    def settle(self, inst: Instance, role: str, peers: list[Instance], rebalance: Rebalance) -> None:
         deadline = time.monotonic() + step_timeout()
         while True:
+            beat(rebalance)  # a long settle is still a live run
             problem = status_problem(self.status(inst.name), role, peers)
             if not problem:
                 return
@@ -153,18 +163,25 @@ def beat(rebalance: Rebalance) -> None:
 
 def mindie_relocate(engine: Engine, rebalance: Rebalance, inst: Instance, to_role: str) -> None:
     """Unlink, switch and re-link ``inst`` so that its engine serves ``to_role``, decode initiating."""
-    others = [o for o in engine.instances().values() if o.name != inst.name]
+    # Instances of the same change still draining are out of routing but keep their role (and their
+    # links: a draining prefill still holds KV its decodes must pull).
+    pending = {s["instance"]: s["source_role"] for s in rebalance.params.get("switches") or []}
+    others = [
+        replace(o, serving=pending.get(o.name, o.serving)) if o.serving == NOT_SERVING else o
+        for o in engine.instances().values()
+        if o.name != inst.name
+    ]
     prefills = [o for o in others if o.serving == "prefill"]
     decodes = [o for o in others if o.serving == "decode"]
     current = str((engine.status(inst.name).get("service") or {}).get("currentRole") or inst.template)
     started = time.monotonic()
     engine.assign(inst, current, [])
-    engine.settle(inst, current, [])
+    engine.settle(inst, current, [], rebalance)
     dropped = []
     if current == "prefill":
         for decode in decodes:
             engine.assign(decode, "decode", prefills)
-            engine.settle(decode, "decode", prefills)
+            engine.settle(decode, "decode", prefills, rebalance)
             dropped.append(decode.name)
     beat(rebalance)
     _log(
@@ -176,7 +193,7 @@ def mindie_relocate(engine: Engine, rebalance: Rebalance, inst: Instance, to_rol
     if to_role != current:
         started = time.monotonic()
         engine.assign(inst, to_role, prefills if to_role == "decode" else decodes)
-        engine.settle(inst, to_role, [])
+        engine.settle(inst, to_role, [], rebalance)
         beat(rebalance)
         _log(
             rebalance,
@@ -188,13 +205,13 @@ def mindie_relocate(engine: Engine, rebalance: Rebalance, inst: Instance, to_rol
     if to_role == "decode":
         # The switch gave it its peers already; when nothing switched (a restore) its table is empty.
         engine.assign(inst, "decode", prefills)
-        engine.settle(inst, "decode", prefills)
+        engine.settle(inst, "decode", prefills, rebalance)
         linked = [f"{inst.name} → {p.name}" for p in prefills]
     else:
         linked = []
         for decode in decodes:
             engine.assign(decode, "decode", [*prefills, as_new])
-            engine.settle(decode, "decode", [*prefills, as_new])
+            engine.settle(decode, "decode", [*prefills, as_new], rebalance)
             linked.append(f"{decode.name} → {inst.name}")
     beat(rebalance)
     _log(
@@ -216,7 +233,10 @@ def sglang_relocate(engine: Engine, rebalance: Rebalance, inst: Instance, to_rol
         # for as long as the drain may take.
         deadline = started + float(rebalance.params.get("drain_timeout_seconds") or 30)
         while True:
-            code, answer = engine.call(inst.name, "POST", "/pd_role_switch", {"new_role": to_role})
+            # SGLang answers once it has rebuilt its disaggregation side: allow it the step timeout.
+            code, answer = engine.call(
+                inst.name, "POST", "/pd_role_switch", {"new_role": to_role}, read_seconds=step_timeout()
+            )
             if code == 200 and isinstance(answer, dict) and answer.get("success"):
                 break
             message = str(answer.get("message") or "") if isinstance(answer, dict) else ""
