@@ -65,6 +65,11 @@ PERF = PerfConfig(num_gpu_blocks=32768)
 IN_PLACE_FIRST_GUESS = 1.5
 
 
+# A sustained breach is judged by these rules: they move, or hold saying why no move helps (both roles
+# short, no donor can be spared, the queue already clears by itself).
+JUDGED = ("ttft_breach", "tbt_breach", "demand_split", "both_breached", "backlog_draining")
+
+
 # --- controllers ------------------------------------------------------------------------------------
 class Dynamo:
     """Re-implemented reactive baseline: ±1 instance per 5 s tick on queue / KV-usage thresholds after a
@@ -106,7 +111,10 @@ class Tandem:
         self.model_load = model_load
         self.move_started: float | None = None
         self.decision_lags: list[float] = []  # sustained breach → the move it caused
-        self.answer_lags: list[float] = []  # sustained breach → the first decision that answers it
+        # sustained breach (once the planner is free: no move running, no cooldown) → the first decision
+        # that judges it: a move, or a hold that says why no move helps
+        self.answer_lags: list[float] = []
+        self.free_since: float | None = None
         self.breach_since: float | None = None
         self.answered = False
         self.log: list[str] = []  # acting decisions: "ts rule: explanation"
@@ -143,12 +151,14 @@ class Tandem:
             self.breach_since = None
             self.answered = False
         verdict, self.state = decide(obs, self.params, LIMITS, self.state)
-        answers = (
-            verdict.acts or verdict.rule == "both_breached"
-        )  # a move, or "no split helps: add accelerators"
-        if answers and self.breach_since is not None and not self.answered:
+        waiting = verdict.rule in ("busy", "cooldown")  # the planner may not act now, by design
+        if waiting:
+            self.free_since = None
+        elif self.free_since is None:
+            self.free_since = view.ts
+        if verdict.rule in JUDGED and self.breach_since is not None and not self.answered and not waiting:
             sustained_at = self.breach_since + (self.params.breach_intervals - 1) * TICK
-            self.answer_lags.append(max(0.0, view.ts - sustained_at))
+            self.answer_lags.append(max(0.0, view.ts - max(sustained_at, self.free_since or view.ts)))
             self.answered = True
         if not verdict.acts:
             return None
@@ -328,8 +338,9 @@ def _compare(tandem: Row, best_static: Row, dynamo: Row, simulated: float) -> No
     answer = f"{tandem.answer_lag:.1f} s" if tandem.answer_lag is not None else "n/a"
     print(
         f"  {tandem.policy}: role changes per 10 simulated min {per10:.1f}; median lag from a sustained "
-        f"breach to the move it caused (busy/cooldown included): {lag}; to the first decision answering "
-        f"it (a move, or both roles breached: more accelerators needed): {answer}"
+        f"breach to the move it caused (busy/cooldown included): {lag}; once the planner is free (no move "
+        f"running, no cooldown), to the first decision judging it (a move, or a hold saying why none "
+        f"helps): {answer}"
     )
 
 

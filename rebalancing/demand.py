@@ -10,22 +10,29 @@ The planner learns what one instance of each role serves from the telemetry it a
 Every served rate is a lower bound of the capacity, so the estimate is the highest rate seen; an
 interval at full speed (a queue) also lets it decay by ``DECAY`` toward that interval's rate, so it
 follows a slower mix (longer contexts on decode) within a few minutes. Until a queue shows the full
-speed, an estimate from light load is conservative (it overstates utilization).
+speed, an estimate from light load is conservative (it overstates utilization), and it counts as
+*measured* only once at least ``FULL_QUEUE`` requests per instance queued while it was taken: only a
+measured (or configured) capacity may refuse a donor (``demand_rules.donor_overloaded``).
 
 Demand per role is what the role served plus its backlog, the requests waiting on it times their mean
 size (tokens per finished request): once as the excess that arrived while the breach lasted (the
-queue's growth rate), once spread over ``drain_seconds`` (clearing it). With both capacities known,
+queue's growth rate over the streak, or over the last interval when it grows faster now: a step in the
+mix), once spread over ``drain_seconds`` (clearing it). With both capacities known,
 ``balanced_split`` picks the split of the same accelerators nearest the current one that keeps each
 role at or below its target utilization.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from rebalancing.inputs import Limits, Observation, Params, State, split_problem
 
 DECAY = 0.97  # per saturated interval: how fast an estimate falls to a lower full-speed rate
+# Requests waiting per Ready instance at which a role's served rate is its capacity, not a bound: a short
+# queue comes and goes with bursts while the instances still have room.
+FULL_QUEUE = 4.0
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,9 @@ class Demand:
     decode_tps: float  # tokens/s to generate, backlog included
     prefill_capacity: float | None  # per instance
     decode_capacity: float | None
+
+    prefill_measured: bool = False  # configured, or learned at full speed (not only a lower bound)
+    decode_measured: bool = False
 
     def utilization(self, role: str, count: int) -> float | None:
         """Demand over what ``count`` instances of the role serve (None when the capacity is unknown)."""
@@ -91,10 +101,17 @@ def learn(obs: Observation, state: State) -> State:
     if d_sample is not None and obs.tbt_p95_ms and obs.tbt_p95_ms > obs.tbt_target_ms:
         # Served with TBT above its target: within the target an instance serves about that much less.
         d_sample *= obs.tbt_target_ms / obs.tbt_p95_ms
+    p_full = p_ready > 0 and obs.prefill_waiting / p_ready >= FULL_QUEUE
+    d_full = d_ready > 0 and (
+        obs.decode_waiting / d_ready >= FULL_QUEUE
+        or (obs.tbt_p95_ms is not None and obs.tbt_p95_ms > obs.tbt_target_ms)
+    )
     return replace(
         state,
         prefill_capacity_tps=_learn(state.prefill_capacity_tps, p_sample, prefill_saturated(obs)),
         decode_capacity_tps=_learn(state.decode_capacity_tps, d_sample, decode_saturated(obs)),
+        prefill_capacity_measured=state.prefill_capacity_measured or (p_full and bool(p_sample)),
+        decode_capacity_measured=state.decode_capacity_measured or (d_full and bool(d_sample)),
     )
 
 
@@ -102,27 +119,45 @@ def _capacity(configured: float, learned: float | None) -> float | None:
     return configured if configured > 0 else learned
 
 
-def demand(obs: Observation, params: Params, state: State) -> Demand:
-    """Per-role demand (served rate + backlog) and the per-instance capacities (configured or learned)."""
+def demand(
+    obs: Observation, params: Params, state: State, before: Mapping[str, float | None] | None = None
+) -> Demand:
+    """Per-role demand (served rate + backlog) and the per-instance capacities (configured or learned).
+    ``before``: each role's queue one interval ago, when known (how fast it grows now)."""
     computed = computed_prompt_tps(obs) or 0.0
     gen = float(obs.gen_tps or 0.0)
     drain = max(params.interval_seconds, params.drain_seconds)
+    interval = params.interval_seconds
+    before = before or {}
 
-    def backlog(waiting: float, rate: float, requests_ps: float | None, streak: int) -> float:
-        # A role at full speed serves its capacity, not its demand: the queue it built during the
-        # breach (streak intervals) is the excess arriving, and clearing it adds its size over `drain`.
+    def backlog(
+        waiting: float, last: float | None, rate: float, requests_ps: float | None, streak: int
+    ) -> float:
+        # A role at full speed serves its capacity, not its demand: the queue it built is the excess
+        # arriving (on average over the breach's streak, or in the last interval if it grows faster
+        # now: a step in the mix), and clearing it adds its size over `drain`.
         if waiting <= 0 or not requests_ps:
             return 0.0
-        tokens = waiting * rate / requests_ps
-        return tokens / max(params.interval_seconds, streak * params.interval_seconds) + tokens / drain
+        size = rate / requests_ps  # tokens per request
+        tokens = waiting * size
+        excess = tokens / max(interval, streak * interval)
+        if last is not None and waiting > last:
+            excess = max(excess, (waiting - last) * size / interval)
+        return excess + tokens / drain
 
-    p_backlog = backlog(obs.prefill_waiting, computed, obs.prefill_requests_ps, state.ttft_streak)
-    d_backlog = backlog(obs.decode_waiting, gen, obs.decode_requests_ps, state.tbt_streak)
+    p_backlog = backlog(
+        obs.prefill_waiting, before.get("prefill"), computed, obs.prefill_requests_ps, state.ttft_streak
+    )
+    d_backlog = backlog(
+        obs.decode_waiting, before.get("decode"), gen, obs.decode_requests_ps, state.tbt_streak
+    )
     return Demand(
         prefill_tps=computed + p_backlog,
         decode_tps=gen + d_backlog,
         prefill_capacity=_capacity(params.prefill_tokens_per_s, state.prefill_capacity_tps),
         decode_capacity=_capacity(params.decode_tokens_per_s, state.decode_capacity_tps),
+        prefill_measured=params.prefill_tokens_per_s > 0 or state.prefill_capacity_measured,
+        decode_measured=params.decode_tokens_per_s > 0 or state.decode_capacity_measured,
     )
 
 

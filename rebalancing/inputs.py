@@ -119,6 +119,9 @@ class State:
     last_direction: str = ""  # the role that gained capacity in the last move
     prefill_capacity_tps: float | None = None  # learned per-instance capacities (rebalancing.demand)
     decode_capacity_tps: float | None = None
+    # Whether an estimate was taken at full speed (a queue): only then is it the capacity, not a bound.
+    prefill_capacity_measured: bool = False
+    decode_capacity_measured: bool = False
     prefill_waiting_last: float | None = None  # the previous interval's queues (is a backlog clearing?)
     decode_waiting_last: float | None = None
 
@@ -132,6 +135,8 @@ class State:
             "last_direction": self.last_direction,
             "prefill_capacity_tps": self.prefill_capacity_tps,
             "decode_capacity_tps": self.decode_capacity_tps,
+            "prefill_capacity_measured": self.prefill_capacity_measured,
+            "decode_capacity_measured": self.decode_capacity_measured,
             "prefill_waiting_last": self.prefill_waiting_last,
             "decode_waiting_last": self.decode_waiting_last,
         }
@@ -163,6 +168,8 @@ class State:
             last_direction=str(data.get("last_direction") or ""),
             prefill_capacity_tps=optional("prefill_capacity_tps"),
             decode_capacity_tps=optional("decode_capacity_tps"),
+            prefill_capacity_measured=data.get("prefill_capacity_measured") is True,
+            decode_capacity_measured=data.get("decode_capacity_measured") is True,
             prefill_waiting_last=optional("prefill_waiting_last"),
             decode_waiting_last=optional("decode_waiting_last"),
         )

@@ -18,8 +18,10 @@ Rules, in order (the first that applies wins):
    queue/KV-usage pressure signal) has been breached for ``breach_intervals`` intervals in a row. Below
    the budget and the role's maximum: add one instance of that role. At the budget: an opposing move
    (one instance of the other role becomes this role) only if the other role's remaining instances
-   would still meet its SLO with ``headroom`` to spare (its load spread over one instance fewer) and
-   the split stays within the bounds and the ratio constraint. Reversing the previous move within
+   would still meet its SLO with ``headroom`` to spare (its load spread over one instance fewer), its
+   measured demand would still fit on them within ``headroom`` (with ``demand_split``, once its capacity
+   is measured or configured: a decode at its batch limit keeps its TBT) and the split stays within the
+   bounds and the ratio constraint. Reversing the previous move within
    ``flap_window_seconds`` needs twice the streak (hysteresis: no flapping).
    ``demand_split`` (with ``demand_split``, the default) comes first at the budget, once the same
    sustained breach holds: with both roles' per-instance capacities known (configured, or learned from
@@ -40,6 +42,7 @@ Rules, in order (the first that applies wins):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from rebalancing import demand, demand_rules
@@ -133,7 +136,15 @@ def _streaks(obs: Observation, params: Params, state: State) -> State:
     )
 
 
-def _grow(obs: Observation, role: str, streak: int, params: Params, limits: Limits, state: State) -> Verdict:
+def _grow(
+    obs: Observation,
+    role: str,
+    streak: int,
+    params: Params,
+    limits: Limits,
+    state: State,
+    before: Mapping[str, float | None] | None = None,
+) -> Verdict:
     why = breach_text(obs, role, streak, params)
     other = OTHER[role]
     prefill, decode = obs.prefill, obs.decode
@@ -151,8 +162,13 @@ def _grow(obs: Observation, role: str, streak: int, params: Params, limits: Limi
         return hold(obs, rule, f"{why}, budget full, and moving one {other} is not allowed: {problem}")
     ok, donor = donor_still_meets(obs, other, params.headroom)
     floor = donor_floor(prefill + decode, params)
-    if ok and (moved[1] if other == "decode" else moved[0]) < floor:
+    left = moved[1] if other == "decode" else moved[0]
+    if ok and left < floor:
         ok, donor = False, f"{other} keeps at least {floor} instances (donor_keeps)"
+    if ok and params.demand_split:
+        busy = demand_rules.donor_overloaded(obs, other, left, params, state, before)
+        if busy:
+            ok, donor = False, busy
     if not ok:
         return hold(obs, rule, f"{why}, budget full; no {other} can be spared: {donor}")
     return Verdict(
@@ -211,6 +227,7 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
                 params,
                 limits,
                 state,
+                queued_before,
             )
             return replace(verdict, rule="both_breached"), state
         return hold(
@@ -228,13 +245,13 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
             return hold(
                 obs, "backlog_draining", f"{breach_text(obs, role, streak, params)}, but {draining}"
             ), state
-        predicted = demand_rules.demand_move(obs, role, streak, params, limits, state)
+        predicted = demand_rules.demand_move(obs, role, streak, params, limits, state, queued_before)
         if predicted is not None:
             return predicted, state
     if ttft_on:
-        return _grow(obs, "prefill", state.ttft_streak, params, limits, state), state
+        return _grow(obs, "prefill", state.ttft_streak, params, limits, state, queued_before), state
     if tbt_on:
-        return _grow(obs, "decode", state.tbt_streak, params, limits, state), state
+        return _grow(obs, "decode", state.tbt_streak, params, limits, state, queued_before), state
     if state.ttft_streak or state.tbt_streak:
         role = "prefill" if state.ttft_streak else "decode"
         streak = max(state.ttft_streak, state.tbt_streak)

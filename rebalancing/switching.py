@@ -137,6 +137,24 @@ def role_pods(topology: Any) -> list[Any]:
     return [p for p in pods if not p.deletion_pending and p.labels.get(ROLE) in ("prefill", "decode")]
 
 
+def in_place_problem(pods: list[Any]) -> str:
+    """'' when an in-place switch can take any of ``pods`` out of routing; otherwise why not. The router
+    selects on the serving-role label, which Tandem renders since it switches in place: a pod deployed
+    before carries none, and relabelling it would not stop requests reaching it."""
+    from kube.labels import SERVING_ROLE
+
+    missing = sorted(p.name for p in pods if SERVING_ROLE not in p.labels)
+    if not missing:
+        return ""
+    names = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    one = len(missing) == 1
+    return (
+        f"{names} {'was' if one else 'were'} deployed before Tandem labelled the role each pod serves "
+        f"({SERVING_ROLE}), so the router cannot be told to stop sending to {'it' if one else 'them'}: "
+        "redeploy the topology, then switch in place"
+    )
+
+
 def serving_roles(pods: list[Any]) -> dict[str, tuple[str, str]]:
     """Pod name → (the role it serves now, its template's role)."""
     from kube.labels import ROLE, serving_role

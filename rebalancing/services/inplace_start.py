@@ -80,12 +80,14 @@ def ratio_in_place_start(
     path_reason: str,
     actor: Any,
     source_ip: str | None,
+    pods: list[Any] | None = None,
 ) -> Rebalance:
     """A ratio change that keeps the number of instances, on an engine that switches in place: one
-    in-place switch per instance that changes role, one at a time (no instance added or removed)."""
-    pods = serving_roles(role_pods(topology))
+    in-place switch per instance that changes role, one at a time (no instance added or removed).
+    ``pods``: the topology's pods as ``role_pods`` listed them (listed here when not given)."""
+    serving = serving_roles(pods if pods is not None else role_pods(topology))
     try:
-        switches = plan_switches(pods, *target)
+        switches = plan_switches(serving, *target)
     except ValueError as error:
         raise DomainError(
             f"cannot set {target[0]}P/{target[1]}D in place: {error}",

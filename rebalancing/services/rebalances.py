@@ -20,7 +20,7 @@ from rebalancing.services.inplace_start import ratio_in_place_start, switch_in_p
 from rebalancing.services.steps import create
 from rebalancing.services.steps import finish as _finish
 from rebalancing.services.steps import log_step as _log
-from rebalancing.switching import role_pods, serving_roles, switch_path, victim_problem
+from rebalancing.switching import in_place_problem, role_pods, serving_roles, switch_path, victim_problem
 
 # --- ratio changes and role switches --------------------------------------------------------------
 
@@ -77,16 +77,21 @@ def rebalance_ratio_start(
     if kind != RebalanceKind.PLANNER:
         _refuse_unhealthy_links(locked)
     path = switch_path(locked.engine, locked.kv_connector, locked.backend)
+    scale_why = ""
     if path.name == "in_place" and sum(current) == prefill + decode:
-        return ratio_in_place_start(
-            topology=locked,
-            current=current,
-            target=(prefill, decode),
-            kind=kind,
-            path_reason=path.reason,
-            actor=actor,
-            source_ip=source_ip,
-        )
+        listed = role_pods(locked)
+        scale_why = in_place_problem(listed)
+        if not scale_why:
+            return ratio_in_place_start(
+                topology=locked,
+                current=current,
+                target=(prefill, decode),
+                kind=kind,
+                path_reason=path.reason,
+                actor=actor,
+                source_ip=source_ip,
+                pods=listed,
+            )
     # In-place switches moved instances between roles without the orchestrator knowing: the scale
     # jobs work on the spec's replicas, which are the target less what the switches moved.
     dp, dd = selectors.override_delta(locked)
@@ -101,7 +106,8 @@ def rebalance_ratio_start(
     plan_text = ", then ".join(f"{m['role']} → {m['replicas']}" for m in moves)
     _log(
         rebalance,
-        f"Planned {current[0]}P/{current[1]}D → {prefill}P/{decode}D as {len(moves)} moves: {plan_text}",
+        f"Planned {current[0]}P/{current[1]}D → {prefill}P/{decode}D as {len(moves)} moves: {plan_text}"
+        + (f" (not in place: {scale_why})" if scale_why else ""),
     )
     audit_record(
         action="rebalancing.ratio_start",
@@ -183,6 +189,13 @@ def rebalance_switch_start(
         )
     path = switch_path(locked.engine, locked.kv_connector, locked.backend)
     if path.name == "in_place":
+        unroutable = in_place_problem(listed)
+        if unroutable:
+            raise Conflict(
+                f"cannot switch {instance} in place: {unroutable}",
+                code="redeploy_needed",
+                fields={"instance": [unroutable]},
+            )
         return switch_in_place_start(
             topology=locked,
             instance=instance,

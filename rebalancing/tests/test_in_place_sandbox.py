@@ -405,3 +405,28 @@ def test_a_ratio_change_of_several_instances_drains_them_together_and_switches_o
         assert {p: labels[SERVING_ROLE] for p, labels in pods(conn, topology).items() if p in moved} == {
             name: "prefill" for name in moved
         }
+
+
+def test_pods_deployed_before_the_serving_role_label_are_not_switched_in_place(
+    mindie, conn, operator, ascend_sandbox
+):
+    from rebalancing.services import rebalance_ratio_start
+
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    # As a pod rendered before the label: the router's selector would still reach it after a relabel.
+    ascend_sandbox.kubectl("label", "pod", decodes[-1], "-n", mindie.namespace, f"{SERVING_ROLE}-")
+    with pytest.raises(Conflict) as refused:
+        rebalance_switch_start(
+            topology=mindie, instance=decodes[0], target_role="prefill", actor=operator, source_ip=None
+        )
+    assert refused.value.code == "redeploy_needed"
+    assert (
+        f"{decodes[-1]} was deployed before Tandem labelled the role each pod serves" in refused.value.message
+    )
+    assert "redeploy the topology, then switch in place" in refused.value.fields["instance"][0]
+    # Set-the-ratio still works: by scale jobs, saying why not in place.
+    rebalance = rebalance_ratio_start(topology=mindie, prefill=2, decode=1, actor=operator, source_ip=None)
+    assert rebalance.kind == RebalanceKind.RATIO
+    assert rebalance.moves == [{"role": "prefill", "replicas": 2}, {"role": "decode", "replicas": 1}]
+    assert "(not in place: " in rebalance.log[0]["message"], rebalance.log
+    assert not RoleOverride.objects.filter(topology=mindie).exists()
