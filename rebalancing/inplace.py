@@ -48,6 +48,7 @@ class Instance:
     serving: str  # the role it serves now (its serving-role label)
     template: str  # its template's role (the owner's)
     devices: tuple[tuple[str, str], ...] = field(default=())  # (device_id, device_ip) of its NPUs
+    restarts: int = 0  # its containers' restarts (a restart brings the engine back in its template's role)
 
 
 def instance_id(pod: str) -> int:

@@ -131,7 +131,8 @@ class RoleOverride(models.Model):
 
     The orchestrator (Kthena's ModelServing) still counts the pod in its template role; Tandem routes
     it by its serving-role label. The effective split is the spec's plus these overrides; an override
-    ends when the pod is switched back or replaced (a new pod starts with its template's role)."""
+    ends when the pod is switched back, replaced (a new pod starts with its template's role) or its engine
+    restarted (it starts in its template's role too: ``rebalancing.services.overrides``)."""
 
     topology = models.ForeignKey(
         "topologies.Topology", on_delete=models.CASCADE, related_name="role_overrides"
@@ -142,6 +143,9 @@ class RoleOverride(models.Model):
     rebalance = models.ForeignKey(
         "rebalancing.Rebalance", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # The pod's container restarts when it was switched: more later means its engine restarted in its
+    # template's role (rebalancing.services.overrides).
+    restarts = models.PositiveIntegerField(default=0)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -125,6 +125,16 @@ def planners_to_tick() -> QuerySet[PlannerConfig]:
     return PlannerConfig.objects.exclude(mode=PlannerMode.OFF).select_related("topology", "topology__cluster")
 
 
+def unplanned_topologies_with_overrides() -> list[Any]:
+    """Topologies whose pods serve out of their template role but whose planner is off (its tick keeps
+    their overrides true to the pods otherwise)."""
+    from topologies.models import Topology
+
+    planned = PlannerConfig.objects.exclude(mode=PlannerMode.OFF).values("topology_id")
+    ids = RoleOverride.objects.exclude(topology_id__in=planned).values("topology_id")
+    return list(Topology.objects.filter(pk__in=ids).select_related("cluster"))
+
+
 def topology_panel_context(topology: Any, request: Any = None) -> dict[str, Any]:
     from accounts.permissions import user_has_role
     from accounts.roles import Role

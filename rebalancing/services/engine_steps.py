@@ -132,8 +132,9 @@ class Engine:
                 )
             time.sleep(POLL_SECONDS)
 
-    def instances(self) -> dict[str, Instance]:
-        """The topology's Ready prefill/decode pods, by name, with the role each serves now."""
+    def instances(self, *, ready_only: bool = True) -> dict[str, Instance]:
+        """The topology's Ready prefill/decode pods (with ``ready_only=False`` every one not being
+        deleted, Ready or not), by name, with the role each serves now."""
         try:
             pods = kube.list_pods(self.conn, self.namespace, topology_selector(self.topology.pk))
         except kube.KubeError as error:
@@ -143,10 +144,17 @@ class Engine:
         out = {}
         for pod in pods:
             template = pod.labels.get(ROLE, "")
-            if pod.deletion_pending or not pod.ready or not pod.ip or template not in ("prefill", "decode"):
+            if pod.deletion_pending or template not in ("prefill", "decode"):
+                continue
+            if ready_only and (not pod.ready or not pod.ip):
                 continue
             out[pod.name] = Instance(
-                pod.name, pod.ip, serving_role(pod.labels), template, ascend_devices(pod.annotations)
+                pod.name,
+                pod.ip,
+                serving_role(pod.labels),
+                template,
+                ascend_devices(pod.annotations),
+                pod.restarts,
             )
         return out
 

@@ -34,6 +34,7 @@ from rebalancing.services.engine_steps import (
     relocate,
     step_timeout,
 )
+from rebalancing.services.overrides import overrides_end_restarted, overrides_prune
 from rebalancing.services.steps import finish as _finish
 from rebalancing.services.steps import log_step as _log
 
@@ -57,26 +58,6 @@ def switches_of(rebalance: Rebalance) -> list[dict[str, str]]:
 
 def is_in_place(rebalance: Rebalance) -> bool:
     return rebalance.kind == RebalanceKind.SWITCH_IN_PLACE or rebalance.params.get("path") == "in_place"
-
-
-def overrides_prune(*, topology: Any, instances: dict[str, Instance]) -> None:
-    """Drop overrides whose pod is gone or serves its template's role again (a replaced pod)."""
-    for override in RoleOverride.objects.filter(topology=topology):
-        inst = instances.get(override.pod)
-        if inst is None or inst.serving == inst.template:
-            override.delete()
-
-
-def overrides_refresh(*, topology: Any) -> None:
-    """Prune the topology's overrides against its live pods (asks the cluster only when there are any;
-    a cluster that cannot be asked leaves them as they are)."""
-    if not RoleOverride.objects.filter(topology=topology).exists():
-        return
-    try:
-        found = Engine(topology).instances()
-    except StepFailed:
-        return
-    overrides_prune(topology=topology, instances=found)
 
 
 def instance_role_assign(*, topology: Any, instance: str, role: str, peers: list[str]) -> None:
@@ -203,12 +184,21 @@ def _switch_one(
             RoleOverride.objects.update_or_create(
                 topology=rebalance.topology,
                 pod=name,
-                defaults={"template_role": inst.template, "serving_role": target, "rebalance": rebalance},
+                defaults={
+                    "template_role": inst.template,
+                    "serving_role": target,
+                    "rebalance": rebalance,
+                    "restarts": inst.restarts,
+                },
             )
-        overrides_prune(
-            topology=rebalance.topology,
-            instances={**found, name: replace(inst, serving=target)},
-        )
+    try:
+        present = engine.instances(ready_only=False)
+    except StepFailed:
+        return  # the switch stands; the next refresh prunes
+    restarted = overrides_prune(
+        topology=rebalance.topology, instances={**present, name: replace(inst, serving=target)}
+    )
+    overrides_end_restarted(engine=engine, topology=rebalance.topology, restarted=restarted)
 
 
 def _failed(rebalance: Rebalance, error: StepFailed) -> str:

@@ -22,7 +22,7 @@ from rebalancing.models import (
     RebalanceKind,
     RebalanceState,
 )
-from rebalancing.services.inplace import overrides_refresh
+from rebalancing.services.overrides import overrides_refresh
 from rebalancing.services.rebalances import rebalance_advance, rebalance_ratio_start
 
 PARAM_LIMITS: dict[str, tuple[float, float]] = {
@@ -223,7 +223,8 @@ def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision
 
 
 def planner_tick_all(*, now: float | None = None) -> int:
-    """Tick every planner that is on, and move on every running rebalance; returns decisions stored."""
+    """Tick every planner that is on, move on every running rebalance, and keep the role overrides of
+    topologies without a planner true to their pods; returns decisions stored."""
     stored = 0
     for rebalance in Rebalance.objects.filter(state=RebalanceState.RUNNING):
         rebalance_advance(rebalance=rebalance)
@@ -234,4 +235,6 @@ def planner_tick_all(*, now: float | None = None) -> int:
             continue
         if planner_tick(config=config, now=now) is not None:
             stored += 1
+    for topology in selectors.unplanned_topologies_with_overrides():
+        overrides_refresh(topology=topology)
     return stored

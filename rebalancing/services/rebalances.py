@@ -15,8 +15,9 @@ from rebalancing.models import (
     RebalanceKind,
 )
 from rebalancing.moves import plan_moves, target_problems
-from rebalancing.services.inplace import in_place_is_orphaned, is_in_place, overrides_refresh
+from rebalancing.services.inplace import in_place_is_orphaned, is_in_place
 from rebalancing.services.inplace_start import ratio_in_place_start, switch_in_place_start
+from rebalancing.services.overrides import overrides_refresh
 from rebalancing.services.steps import create
 from rebalancing.services.steps import finish as _finish
 from rebalancing.services.steps import log_step as _log

@@ -430,3 +430,41 @@ def test_pods_deployed_before_the_serving_role_label_are_not_switched_in_place(
     assert rebalance.moves == [{"role": "prefill", "replicas": 2}, {"role": "decode", "replicas": 1}]
     assert "(not in place: " in rebalance.log[0]["message"], rebalance.log
     assert not RoleOverride.objects.filter(topology=mindie).exists()
+
+
+def test_a_switched_pod_whose_engine_restarts_is_routed_by_its_template_role_again(mindie, conn, operator):
+    import kube
+    from audit.models import AuditEvent
+    from rebalancing.services import planner_tick_all
+    from rebalancing.services.overrides import overrides_refresh
+
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    victim = decodes[-1]
+    rebalance = rebalance_switch_start(
+        topology=mindie, instance=victim, target_role="prefill", actor=operator, source_ip=None
+    )
+    assert rebalance_in_place_run(rebalance_id=rebalance.pk) == "succeeded"
+    assert RoleOverride.objects.get(topology=mindie, pod=victim).restarts == 0
+    overrides_refresh(topology=mindie)  # nothing changed: the override stands
+    assert selectors.effective_replicas(mindie) == (2, 1)
+
+    # The engine crashes; the kubelet restarts it, and MindIE reads its role from config.json again.
+    crash = kube.pod_proxy_post(
+        conn, mindie.namespace, victim, mindie.spec["port"], "/sandbox/faults", {"kind": "crash"}
+    )
+    assert crash.status == 202, crash.data
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        [pod] = [p for p in kube.list_pods(conn, mindie.namespace, "") if p.name == victim]
+        if pod.restarts and pod.ready:
+            break
+        time.sleep(0.5)
+    assert pod.restarts >= 1 and pod.ready, pod
+    assert engine(conn, mindie, victim, "/v1/status")["service"]["currentRole"] == "decode"
+
+    planner_tick_all()  # the planner is off: its interval task still keeps the overrides true
+    assert not RoleOverride.objects.filter(topology=mindie).exists()
+    assert selectors.effective_replicas(mindie) == (1, 2)
+    assert pods(conn, mindie)[victim][SERVING_ROLE] == "decode"
+    event = AuditEvent.objects.filter(action="rebalancing.override_ended").latest("pk")
+    assert f"{victim} restarted after its switch to prefill" in event.detail["text"]

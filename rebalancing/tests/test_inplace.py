@@ -137,6 +137,33 @@ def test_overrides_move_the_effective_split_and_ratio_changes_scale_the_spec(mak
     assert rebalance.moves == [{"role": "prefill", "replicas": 2}]
 
 
+def test_an_override_outlives_an_unready_pod_but_not_a_gone_replaced_or_restarted_one(make_topology):
+    from rebalancing.services.overrides import overrides_prune
+
+    topology = make_topology(budget=6, replicas=(2, 3))
+    for pod in ("t-0-decode-0-0", "t-0-decode-1-0", "t-0-decode-2-0", "t-0-prefill-1-0"):
+        template = "prefill" if "prefill" in pod else "decode"
+        RoleOverride.objects.create(
+            topology=topology,
+            pod=pod,
+            template_role=template,
+            serving_role="decode" if template == "prefill" else "prefill",
+            restarts=1,
+        )
+    present = {
+        # unready (no address yet), still labelled as switched, no new restart: keeps serving prefill
+        "t-0-decode-0-0": Instance("t-0-decode-0-0", "", "prefill", "decode", restarts=1),
+        # replaced: a new pod of the same name, in its template's role
+        "t-0-decode-1-0": Instance("t-0-decode-1-0", "10.0.0.5", "decode", "decode"),
+        # its engine restarted since the switch: back in its template's role, label still switched
+        "t-0-decode-2-0": Instance("t-0-decode-2-0", "10.0.0.6", "prefill", "decode", restarts=2),
+    }  # t-0-prefill-1-0 is gone
+    restarted = overrides_prune(topology=topology, instances=present)
+    assert [o.pod for o in restarted] == ["t-0-decode-2-0"]
+    left = sorted(RoleOverride.objects.filter(topology=topology).values_list("pod", flat=True))
+    assert left == ["t-0-decode-0-0", "t-0-decode-2-0"]  # the caller relabels and ends the restarted one
+
+
 def test_the_panel_shows_the_served_split_and_what_serves_out_of_its_template_role(make_topology, operator):
     from django.test import Client
 

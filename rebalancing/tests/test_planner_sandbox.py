@@ -25,6 +25,10 @@ from rebalancing.services import planner_config_set, planner_tick_all
 
 pytestmark = [pytest.mark.usefixtures("fast_deploys"), pytest.mark.django_db(transaction=True)]
 
+# The engines run at twice the speed (the sandbox's time scale), and the load, the SLO targets and the
+# planner's intervals are scaled with them: the same story in half the wall time.
+SCALE = 0.5
+
 
 def _router_url(sandbox, namespace: str) -> str:
     out = sandbox.kubectl("get", "modelroutes", "-n", namespace, "-o", "json")
@@ -57,17 +61,20 @@ def test_auto_planner_follows_prompt_then_generation_heavy_load(sandbox_topology
     from telemetry.services import telemetry_collect
 
     topology = sandbox_topology(
-        budget=4, replicas=(1, 3), env={"SANDBOX_DECODE_MS_PER_SEQ": "2"}, slo=(1500, 60)
+        budget=4,
+        replicas=(1, 3),
+        env={"SANDBOX_DECODE_MS_PER_SEQ": "2", "SANDBOX_TIME_SCALE": str(SCALE)},
+        slo=(round(1500 * SCALE), round(60 * SCALE)),
     )
     assert deploy_now(topology, operator).state == State.SUCCEEDED
     planner_config_set(
         topology=topology,
         mode=PlannerMode.AUTO,
         params={
-            "interval_seconds": 2,
+            "interval_seconds": 1,
             "breach_intervals": 2,
-            "cooldown_seconds": 4,
-            "flap_window_seconds": 10,
+            "cooldown_seconds": 2,
+            "flap_window_seconds": 5,
         },
         min_ratio=None,
         max_ratio=None,
@@ -82,10 +89,10 @@ def test_auto_planner_follows_prompt_then_generation_heavy_load(sandbox_topology
                 run_load(
                     url,
                     topology.model_name,
-                    rate=3,
-                    duration=110,
+                    rate=3 / SCALE,
+                    duration=110 * SCALE,
                     pattern="phase",
-                    phase_seconds=55,
+                    phase_seconds=55 * SCALE,
                     prompt_tokens=1500,
                     max_tokens=64,
                     request_timeout=120,
@@ -101,14 +108,14 @@ def test_auto_planner_follows_prompt_then_generation_heavy_load(sandbox_topology
     seen: list[tuple[float, int, int]] = []
     started = time.monotonic()
     try:
-        while load.is_alive() and time.monotonic() - started < 150:
+        while load.is_alive() and time.monotonic() - started < 150 * SCALE:
             telemetry_collect(topology_id=topology.pk)
             planner_tick_all()
             current = roles(conn, topology)
             seen.append(
                 (time.monotonic() - started, len(current.get("prefill", [])), len(current.get("decode", [])))
             )
-            time.sleep(2)
+            time.sleep(2 * SCALE)
     finally:
         worker.halt.set()
         worker.join(30)
