@@ -4,10 +4,8 @@ per-instance capacities (``rebalancing.demand``), and a backlog that clears by i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from rebalancing import demand
-from rebalancing.inputs import OTHER, Limits, Observation, Params, State, split_problem
+from rebalancing.inputs import OTHER, Limits, Observation, Params, split_problem
 from rebalancing.verdicts import Verdict, breach_text, donor_floor, tps
 
 
@@ -28,13 +26,7 @@ def draining(obs: Observation, role: str, before: float | None, params: Params) 
 
 
 def demand_move(
-    obs: Observation,
-    role: str,
-    streak: int,
-    params: Params,
-    limits: Limits,
-    state: State,
-    before: Mapping[str, float | None] | None = None,
+    obs: Observation, role: str, streak: int, params: Params, limits: Limits, need: demand.Demand
 ) -> Verdict | None:
     """``demand_split``: at the budget, a sustained breach moves the breached role straight to the
     balanced split of the measured demand, as far as the donor keeps ``headroom`` (predicted from its
@@ -44,7 +36,6 @@ def demand_move(
     grown = (prefill + 1, decode) if role == "prefill" else (prefill, decode + 1)
     if limits.cost(*grown) <= limits.budget:
         return None
-    need = demand.demand(obs, params, state, before)
     # The breached role is sized to `target_utilization`, the donor keeps `headroom`.
     targets = (params.target_utilization, params.headroom)
     target = demand.balanced_split(
@@ -85,18 +76,10 @@ def demand_move(
     return None
 
 
-def donor_overloaded(
-    obs: Observation,
-    donor: str,
-    left: int,
-    params: Params,
-    state: State,
-    before: Mapping[str, float | None] | None = None,
-) -> str:
+def donor_overloaded(need: demand.Demand, donor: str, left: int, params: Params) -> str:
     """Why the donor's measured demand would not fit on ``left`` instances ("" when it would, or when its
     capacity is not known yet): its latency can read well within the target while its throughput is
     nearly used up (a decode serving at its full rate still keeps TBT), so the SLO alone does not tell."""
-    need = demand.demand(obs, params, state, before)
     if not (need.prefill_measured if donor == "prefill" else need.decode_measured):
         return ""  # a rate seen under light load is only a lower bound of the capacity
     use = need.utilization(donor, left)

@@ -49,6 +49,7 @@ class Instance:
     template: str  # its template's role (the owner's)
     devices: tuple[tuple[str, str], ...] = field(default=())  # (device_id, device_ip) of its NPUs
     restarts: int = 0  # its containers' restarts (a restart brings the engine back in its template's role)
+    ready: bool = True  # Ready, with an address
 
 
 def instance_id(pod: str) -> int:

@@ -42,7 +42,6 @@ Rules, in order (the first that applies wins):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 
 from rebalancing import demand, demand_rules
@@ -137,13 +136,7 @@ def _streaks(obs: Observation, params: Params, state: State) -> State:
 
 
 def _grow(
-    obs: Observation,
-    role: str,
-    streak: int,
-    params: Params,
-    limits: Limits,
-    state: State,
-    before: Mapping[str, float | None] | None = None,
+    obs: Observation, role: str, streak: int, params: Params, limits: Limits, need: demand.Demand
 ) -> Verdict:
     why = breach_text(obs, role, streak, params)
     other = OTHER[role]
@@ -166,7 +159,7 @@ def _grow(
     if ok and left < floor:
         ok, donor = False, f"{other} keeps at least {floor} instances (donor_keeps)"
     if ok and params.demand_split:
-        busy = demand_rules.donor_overloaded(obs, other, left, params, state, before)
+        busy = demand_rules.donor_overloaded(need, other, left, params)
         if busy:
             ok, donor = False, busy
     if not ok:
@@ -213,6 +206,8 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
     tbt_need = reverse if recent and state.last_direction == "prefill" else need
     ttft_on = state.ttft_streak >= ttft_need
     tbt_on = state.tbt_streak >= tbt_need
+    # Demand and capacities, once per interval (the breach rules size and check their moves by them).
+    load = demand.demand(obs, params, state, queued_before)
     if ttft_on and tbt_on:
         grown_p = split_problem(limits, obs.prefill + 1, obs.decode)
         grown_d = split_problem(limits, obs.prefill, obs.decode + 1)
@@ -226,8 +221,7 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
                 state.ttft_streak if first == "prefill" else state.tbt_streak,
                 params,
                 limits,
-                state,
-                queued_before,
+                load,
             )
             return replace(verdict, rule="both_breached"), state
         return hold(
@@ -245,13 +239,13 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
             return hold(
                 obs, "backlog_draining", f"{breach_text(obs, role, streak, params)}, but {draining}"
             ), state
-        predicted = demand_rules.demand_move(obs, role, streak, params, limits, state, queued_before)
+        predicted = demand_rules.demand_move(obs, role, streak, params, limits, load)
         if predicted is not None:
             return predicted, state
     if ttft_on:
-        return _grow(obs, "prefill", state.ttft_streak, params, limits, state, queued_before), state
+        return _grow(obs, "prefill", state.ttft_streak, params, limits, load), state
     if tbt_on:
-        return _grow(obs, "decode", state.tbt_streak, params, limits, state, queued_before), state
+        return _grow(obs, "decode", state.tbt_streak, params, limits, load), state
     if state.ttft_streak or state.tbt_streak:
         role = "prefill" if state.ttft_streak else "decode"
         streak = max(state.ttft_streak, state.tbt_streak)

@@ -144,9 +144,8 @@ class Engine:
         out = {}
         for pod in pods:
             template = pod.labels.get(ROLE, "")
-            if pod.deletion_pending or template not in ("prefill", "decode"):
-                continue
-            if ready_only and (not pod.ready or not pod.ip):
+            ready = pod.ready and bool(pod.ip)
+            if pod.deletion_pending or template not in ("prefill", "decode") or (ready_only and not ready):
                 continue
             out[pod.name] = Instance(
                 pod.name,
@@ -155,6 +154,7 @@ class Engine:
                 template,
                 ascend_devices(pod.annotations),
                 pod.restarts,
+                ready,
             )
         return out
 

@@ -149,7 +149,8 @@ def _switch_one(
     touched = orphan
     inst = Instance(name, "", old, old)
     try:
-        found = engine.instances()
+        present = engine.instances(ready_only=False)  # Ready or not: the overrides are kept against them
+        found = {n: i for n, i in present.items() if i.ready}
         if name not in found:
             raise StepFailed(f"{name} is not a Ready instance of the topology", "unknown_instance")
         inst = found[name]
@@ -191,10 +192,6 @@ def _switch_one(
                     "restarts": inst.restarts,
                 },
             )
-    try:
-        present = engine.instances(ready_only=False)
-    except StepFailed:
-        return  # the switch stands; the next refresh prunes
     restarted = overrides_prune(
         topology=rebalance.topology, instances={**present, name: replace(inst, serving=target)}
     )
