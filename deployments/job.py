@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -73,10 +74,12 @@ class Job:
             raise RuntimeError(f"illegal deployment move {current.state} → {state}")
         now = timezone.now()
         extra: dict[str, Any] = {"finished": now} if state not in ACTIVE_STATES else {}
-        if not self._mine().update(state=state, heartbeat=now, **extra, **fields):
-            raise LostClaim(self.deployment_id)
-        deployment = self.load()
-        deployment_step_add(deployment=deployment, message=message, detail=detail)
+        # The state and its step in one commit: a reader never sees a finished job without its last step.
+        with transaction.atomic():
+            if not self._mine().update(state=state, heartbeat=now, **extra, **fields):
+                raise LostClaim(self.deployment_id)
+            deployment = self.load()
+            deployment_step_add(deployment=deployment, message=message, detail=detail)
         if state not in ACTIVE_STATES and deployment.topology is not None:
             audit_record(
                 action=f"deployment.{state}",
