@@ -22,9 +22,10 @@ at the peak, W3 role changes per 10 simulated minutes. Every policy but the stat
 4P/4D. Restart-based moves cost --model-load seconds before the new instance is Ready, and a ratio change
 is executed one instance at a time. Tandem runs twice: ``tandem`` with restart-based moves (vLLM), and
 ``tandem-ip`` with in-place switches (MindIE, SGLang with Mooncake): out of routing, drained, then the
-sandbox's link teardown, role switch and link set-up times, no model load. The Dynamo-style rule scales
-replicas, so its moves are restart-based. Then the planner's tick time (snapshot → observation → decision)
-for a 64-instance topology.
+sandbox's link teardown, role switch and link set-up times, no model load; its moves are staged (the
+donors leave routing at the breach's first interval and drain while it is confirmed). The Dynamo-style
+rule scales replicas, so its moves are restart-based. Then the planner's tick time (snapshot →
+observation → decision) for a 64-instance topology.
 
     .venv/bin/python bench/rebalance_planner.py [--duration 600] [--phase 600] [--workers 2] [--quick]
 
@@ -49,7 +50,7 @@ from rebalance_workloads import SCALES, WORKLOADS, w1
 from rebalancing.observe import observation_from_snapshot
 from rebalancing.policy import Limits, Observation, Params, State, after_move, decide
 from sandbox.engine.config import PerfConfig
-from sandbox.sim.cluster import ClusterView, Outcome, SimCluster, run_trace
+from sandbox.sim.cluster import ClusterView, Outcome, SimCluster, Stage, run_trace
 from sandbox.sim.evaluate import attainment
 
 BUDGET = 8
@@ -67,7 +68,7 @@ IN_PLACE_FIRST_GUESS = 1.5
 
 # A sustained breach is judged by these rules: they move, or hold saying why no move helps (both roles
 # short, no donor can be spared, the queue already clears by itself).
-JUDGED = ("ttft_breach", "tbt_breach", "demand_split", "both_breached", "backlog_draining")
+JUDGED = ("ttft_breach", "tbt_breach", "demand_split", "both_breached", "backlog_draining", "stage")
 
 
 # --- controllers ------------------------------------------------------------------------------------
@@ -105,7 +106,8 @@ class Dynamo:
 class Tandem:
     """Tandem's planner: rebalancing.policy.decide on the same observation the live planner builds."""
 
-    def __init__(self, model_load: float) -> None:
+    def __init__(self, model_load: float, in_place: bool = False) -> None:
+        self.in_place = in_place
         self.params = Params(interval_seconds=TICK)
         self.state = State(last_move_seconds=model_load)
         self.model_load = model_load
@@ -119,7 +121,7 @@ class Tandem:
         self.answered = False
         self.log: list[str] = []  # acting decisions: "ts rule: explanation"
 
-    def __call__(self, view: ClusterView) -> tuple[int, int] | None:
+    def __call__(self, view: ClusterView) -> tuple[int, int] | Stage | None:
         if self.move_started is not None and not view.busy:
             self.state = replace(self.state, last_move_seconds=view.ts - self.move_started)
             self.move_started = None
@@ -143,6 +145,7 @@ class Tandem:
             decode_requests_ps=view.decode_requests_ps,
             prefill_ready=view.ready_prefill,
             decode_ready=view.ready_decode,
+            in_place=self.in_place,
         )
         breached = (obs.ttft_p95_ms or 0) > TTFT_MS or (obs.tbt_p95_ms or 0) > TBT_MS
         if breached and self.breach_since is None:
@@ -160,6 +163,9 @@ class Tandem:
             sustained_at = self.breach_since + (self.params.breach_intervals - 1) * TICK
             self.answer_lags.append(max(0.0, view.ts - max(sustained_at, self.free_since or view.ts)))
             self.answered = True
+        if verdict.prepares:
+            self.log.append(f"{view.ts:7.1f} {verdict.rule}: {verdict.explanation}")
+            return Stage(verdict.prefill, verdict.decode, unstage=verdict.action == "unstage")
         if not verdict.acts:
             return None
         if self.breach_since is not None:
@@ -195,7 +201,7 @@ def _controller(policy: str, model_load: float):  # type: ignore[no-untyped-def]
     if policy == "tandem":
         return Tandem(model_load)
     if policy == "tandem-ip":
-        return Tandem(IN_PLACE_FIRST_GUESS)
+        return Tandem(IN_PLACE_FIRST_GUESS, in_place=True)
     return None
 
 

@@ -106,6 +106,10 @@ def learn(obs: Observation, state: State) -> State:
         obs.decode_waiting / d_ready >= FULL_QUEUE
         or (obs.tbt_p95_ms is not None and obs.tbt_p95_ms > obs.tbt_target_ms)
     )
+    if state.staged_role == "decode":  # the staged prefills left routing: the rest queue by our choice
+        p_sample, p_full = None, False
+    if state.staged_role == "prefill":
+        d_sample, d_full = None, False
     return replace(
         state,
         prefill_capacity_tps=_learn(state.prefill_capacity_tps, p_sample, prefill_saturated(obs)),

@@ -25,6 +25,14 @@ def draining(obs: Observation, role: str, before: float | None, params: Params) 
     )
 
 
+def _queue_allowed(obs: Observation, donor: str, left: int, params: Params) -> float:
+    """Requests per remaining instance the donor may hold for a move: none to speak of (one each) when its
+    queue is spread over more instances than stay; up to ``queue_per_instance`` when only ``left`` of them
+    are routed already (a staged move): that queue is what the remaining instances hold at this load."""
+    routed = obs.prefill_ready if donor == "prefill" else obs.decode_ready
+    return params.queue_per_instance if routed is not None and routed <= left else 1.0
+
+
 def demand_move(
     obs: Observation, role: str, streak: int, params: Params, limits: Limits, need: demand.Demand
 ) -> Verdict | None:
@@ -54,7 +62,11 @@ def demand_move(
         if left < donor_floor(prefill + decode, params) or split_problem(limits, *split):
             continue
         use = need.utilization(donor, left)
-        if use is None or use > params.headroom or donor_waiting / left > 1.0:
+        if (
+            use is None
+            or use > params.headroom
+            or donor_waiting / left > _queue_allowed(obs, donor, left, params)
+        ):
             continue
         kv = obs.decode_kv_usage
         if donor == "decode" and kv is not None and kv * donor_now / left > params.kv_usage_high:

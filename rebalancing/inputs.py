@@ -32,6 +32,9 @@ class Params:
     # A move at the budget leaves the donor at least this many instances (at most a third of them): a
     # single instance cannot absorb the next shift of the mix.
     donor_keeps: int = 2
+    # With in-place switches, a breach the demand says a move at the budget meets takes that move's donors
+    # out of routing at its first interval, so they drain while the breach is confirmed (``staging``).
+    stage_ahead: bool = True
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Observation:
     decode_requests_ps: float | None = None
     prefill_ready: int | None = None  # Ready instances per role (None: as many as desired)
     decode_ready: int | None = None
+    in_place: bool = False  # the topology's moves are in-place switches (they can be staged)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -106,6 +110,7 @@ class Observation:
             "decode_requests_ps": self.decode_requests_ps,
             "prefill_ready": self.prefill_ready,
             "decode_ready": self.decode_ready,
+            "in_place": self.in_place,
         }
 
 
@@ -124,6 +129,10 @@ class State:
     decode_capacity_measured: bool = False
     prefill_waiting_last: float | None = None  # the previous interval's queues (is a backlog clearing?)
     decode_waiting_last: float | None = None
+    staged_role: str = ""  # a staged move: the role it grows and its target split
+    staged_prefill: int = 0
+    staged_decode: int = 0
+    staged_ts: float | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -139,6 +148,10 @@ class State:
             "decode_capacity_measured": self.decode_capacity_measured,
             "prefill_waiting_last": self.prefill_waiting_last,
             "decode_waiting_last": self.decode_waiting_last,
+            "staged_role": self.staged_role,
+            "staged_prefill": self.staged_prefill,
+            "staged_decode": self.staged_decode,
+            "staged_ts": self.staged_ts,
         }
 
     @classmethod
@@ -172,6 +185,10 @@ class State:
             decode_capacity_measured=data.get("decode_capacity_measured") is True,
             prefill_waiting_last=optional("prefill_waiting_last"),
             decode_waiting_last=optional("decode_waiting_last"),
+            staged_role=role if (role := data.get("staged_role")) in ROLES else "",
+            staged_prefill=int(num("staged_prefill", 0)),
+            staged_decode=int(num("staged_decode", 0)),
+            staged_ts=optional("staged_ts"),
         )
 
 

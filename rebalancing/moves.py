@@ -9,6 +9,7 @@ instance mid-plan, so requests keep a prefill and a decode to go to.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from rebalancing.policy import Limits, split_problem
@@ -84,12 +85,16 @@ def target_problems(
 
 
 def plan_switches(
-    pods: dict[str, tuple[str, str]], target_prefill: int, target_decode: int
+    pods: dict[str, tuple[str, str]],
+    target_prefill: int,
+    target_decode: int,
+    first: Collection[str] = (),
 ) -> list[dict[str, str]]:
     """In-place switches from the split the pods serve to the target (same total), one instance at a
     time. ``pods``: name → (role it serves, its template's role); pods out of routing are not moved.
-    An instance serving another role than its template's goes back first (fewer overrides); then the
-    highest-named, the one its orchestrator would remove last in a scale-down anyway."""
+    The pods in ``first`` (staged: already out of routing and drained) go first; then an instance
+    serving another role than its template's (fewer overrides); then the highest-named, the one its
+    orchestrator would remove last in a scale-down anyway."""
     serving = {
         role: sorted((n for n, (s, _) in pods.items() if s == role), reverse=True)
         for role in ("prefill", "decode")
@@ -101,7 +106,8 @@ def plan_switches(
         raise ValueError("an in-place ratio change keeps the number of instances")
     gain = target_prefill - len(serving["prefill"])
     source, target = ("decode", "prefill") if gain > 0 else ("prefill", "decode")
-    candidates = sorted(serving[source], key=lambda n: pods[n][1] != target)  # stable: keeps name order
+    # stable: keeps name order
+    candidates = sorted(serving[source], key=lambda n: (n not in first, pods[n][1] != target))
     if abs(gain) >= len(candidates):
         raise ValueError(f"the target leaves no {source} instance")
     return [

@@ -20,6 +20,7 @@ def observation_from_snapshot(
     tbt_target_ms: float,
     busy: str,
     now: float,
+    in_place: bool = False,
 ) -> Observation:
     """TTFT/TBT p95 against the targets, queue depth, KV usage, prefix hit rate, finished requests/s and
     Ready instances per role, token rates, links down."""
@@ -34,6 +35,7 @@ def observation_from_snapshot(
             tbt_target_ms=tbt_target_ms,
             stale=True,
             busy=busy,
+            in_place=in_place,
         )
     roles = snapshot.get("roles") or {}
     p_role: dict[str, Any] = dict(roles.get("prefill") or {})
@@ -75,6 +77,7 @@ def observation_from_snapshot(
         links_down=down,
         stale=(snapshot.get("health") or {}).get("state") == "stale",
         busy=busy,
+        in_place=in_place,
         prefill_ttft_p95_ms=_ms(p_role.get("ttft_p95")),
         prefill_hit_rate=number(p_role, "hit_rate"),
         prefill_requests_ps=number(p_role, "requests_ps"),

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from rebalancing import demand, demand_rules
+from rebalancing import demand, demand_rules, staging
 from rebalancing.inputs import OTHER, ROLES, Limits, Observation, Params, State, split_problem
 from rebalancing.verdicts import Verdict, breach_text, donor_floor, hold, ms, queued
 
@@ -171,19 +171,50 @@ def _grow(
 
 def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tuple[Verdict, State]:
     """One planner interval. Pure: the same inputs give the same verdict and state."""
+    verdict, state, load = _judge(obs, params, limits, state)
+    if verdict.rule == "breach_pending" and load is not None:
+        staged = staging.ahead(obs, params, limits, state, load, _needed(obs, params, state))
+        if staged is not None:
+            return staged
+    if state.staged_role:
+        return staging.follow(obs, state, verdict)
+    return verdict, state
+
+
+def _needed(obs: Observation, params: Params, state: State) -> dict[str, int]:
+    """Intervals of breach each role needs before a move: ``breach_intervals``, twice that to reverse the
+    previous move within ``flap_window_seconds`` (hysteresis)."""
+    need = params.breach_intervals
+    recent = state.last_move_ts is not None and obs.ts - state.last_move_ts < params.flap_window_seconds
+    return {
+        "prefill": 2 * need if recent and state.last_direction == "decode" else need,
+        "decode": 2 * need if recent and state.last_direction == "prefill" else need,
+    }
+
+
+def _judge(
+    obs: Observation, params: Params, limits: Limits, state: State
+) -> tuple[Verdict, State, demand.Demand | None]:
+    """The verdict of the rules in order, the new state, and the demand when it was computed."""
     if obs.stale or (obs.ttft_p95_ms is None and obs.tbt_p95_ms is None):
         reason = "telemetry is stale" if obs.stale else "no request finished in the last interval"
-        return hold(obs, "no_data", f"nothing to judge: {reason}"), replace(
-            state, ttft_streak=0, tbt_streak=0, idle_streak=0
+        return (
+            hold(obs, "no_data", f"nothing to judge: {reason}"),
+            replace(state, ttft_streak=0, tbt_streak=0, idle_streak=0),
+            None,
         )
     if obs.links_down:
         names = ", ".join(obs.links_down[:3]) + (" …" if len(obs.links_down) > 3 else "")
-        return hold(
-            obs,
-            "links_unhealthy",
-            f"KV link {names} down: a broken link is a link problem, not a ratio problem; "
-            "the planner waits until the links are healthy",
-        ), replace(state, ttft_streak=0, tbt_streak=0, idle_streak=0)
+        return (
+            hold(
+                obs,
+                "links_unhealthy",
+                f"KV link {names} down: a broken link is a link problem, not a ratio problem; "
+                "the planner waits until the links are healthy",
+            ),
+            replace(state, ttft_streak=0, tbt_streak=0, idle_streak=0),
+            None,
+        )
     queued_before = {"prefill": state.prefill_waiting_last, "decode": state.decode_waiting_last}
     state = replace(
         demand.learn(obs, _streaks(obs, params, state)),
@@ -191,23 +222,35 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
         decode_waiting_last=obs.decode_waiting,
     )
     if obs.busy:
-        return hold(obs, "busy", f"no move while {obs.busy}"), state
+        return hold(obs, "busy", f"no move while {obs.busy}"), state, None
     if state.last_move_ts is not None:
         wait = cooldown_for(params, state)
         age = obs.ts - state.last_move_ts
         if age < wait:
-            return hold(
-                obs, "cooldown", f"cooling down after the last move ({age:.0f} s of {wait:.0f} s)"
-            ), state
-    need = params.breach_intervals
-    reverse = 2 * need
-    recent = state.last_move_ts is not None and obs.ts - state.last_move_ts < params.flap_window_seconds
-    ttft_need = reverse if recent and state.last_direction == "decode" else need
-    tbt_need = reverse if recent and state.last_direction == "prefill" else need
-    ttft_on = state.ttft_streak >= ttft_need
-    tbt_on = state.tbt_streak >= tbt_need
+            return (
+                hold(obs, "cooldown", f"cooling down after the last move ({age:.0f} s of {wait:.0f} s)"),
+                state,
+                None,
+            )
+    needed = _needed(obs, params, state)
     # Demand and capacities, once per interval (the breach rules size and check their moves by them).
     load = demand.demand(obs, params, state, queued_before)
+    verdict, state = _rules(obs, params, limits, state, load, queued_before, needed)
+    return verdict, state, load
+
+
+def _rules(
+    obs: Observation,
+    params: Params,
+    limits: Limits,
+    state: State,
+    load: demand.Demand,
+    queued_before: dict[str, float | None],
+    needed: dict[str, int],
+) -> tuple[Verdict, State]:
+    ttft_need, tbt_need = needed["prefill"], needed["decode"]
+    ttft_on = state.ttft_streak >= ttft_need
+    tbt_on = state.tbt_streak >= tbt_need
     if ttft_on and tbt_on:
         grown_p = split_problem(limits, obs.prefill + 1, obs.decode)
         grown_d = split_problem(limits, obs.prefill, obs.decode + 1)
@@ -249,11 +292,11 @@ def decide(obs: Observation, params: Params, limits: Limits, state: State) -> tu
     if state.ttft_streak or state.tbt_streak:
         role = "prefill" if state.ttft_streak else "decode"
         streak = max(state.ttft_streak, state.tbt_streak)
-        needed = ttft_need if role == "prefill" else tbt_need
+        wanted = ttft_need if role == "prefill" else tbt_need
         return hold(
             obs,
             "breach_pending",
-            f"{breach_text(obs, role, streak, params)}; waiting for {needed} before acting",
+            f"{breach_text(obs, role, streak, params)}; waiting for {wanted} before acting",
         ), state
     if params.release_idle and state.idle_streak >= params.idle_intervals:
         for role in ("prefill", "decode"):

@@ -12,6 +12,7 @@ from django.urls import reverse
 from rebalancing.models import Decision, PlannerConfig, PlannerMode, Rebalance, RebalanceState, RoleOverride
 from rebalancing.observe import observation_from_snapshot
 from rebalancing.policy import Limits, Observation, Params
+from rebalancing.switching import switch_path
 
 
 def role_replicas(spec: dict[str, Any]) -> tuple[int, int]:
@@ -110,6 +111,7 @@ def observation(topology: Any, *, now: float | None = None) -> Observation:
         tbt_target_ms=float(topology.slo_tbt_ms),
         busy=busy_reason(topology),
         now=time.time() if now is None else now,
+        in_place=switch_path(topology.engine, topology.kv_connector, topology.backend).name == "in_place",
     )
 
 

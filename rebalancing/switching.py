@@ -155,8 +155,10 @@ def in_place_problem(pods: list[Any]) -> str:
     )
 
 
-def serving_roles(pods: list[Any]) -> dict[str, tuple[str, str]]:
-    """Pod name → (the role it serves now, its template's role)."""
+def serving_roles(pods: list[Any], staged: dict[str, str] | None = None) -> dict[str, tuple[str, str]]:
+    """Pod name → (the role it serves now, its template's role). ``staged``: pods the planner took out of
+    routing ahead of a move, by the role they served (they count as serving it)."""
     from kube.labels import ROLE, serving_role
 
-    return {p.name: (serving_role(p.labels), p.labels[ROLE]) for p in pods}
+    staged = staged or {}
+    return {p.name: (staged.get(p.name) or serving_role(p.labels), p.labels[ROLE]) for p in pods}

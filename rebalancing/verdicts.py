@@ -11,14 +11,22 @@ from rebalancing.inputs import Observation, Params
 @dataclass(frozen=True)
 class Verdict:
     rule: str
-    action: str  # hold | add_prefill | add_decode | move_to_prefill | move_to_decode | remove_<role>
+    # hold | add_prefill | add_decode | move_to_prefill | move_to_decode | remove_<role>, or preparing a
+    # move: stage_<role> (the donors leave routing ahead) | unstage (they are routed again)
+    action: str
     prefill: int  # the target split
     decode: int
     explanation: str
 
     @property
     def acts(self) -> bool:
-        return self.action != "hold"
+        """Whether it changes the split (a move)."""
+        return self.action != "hold" and not self.prepares
+
+    @property
+    def prepares(self) -> bool:
+        """Whether it stages a move's donors out of routing, or routes them again."""
+        return self.action.startswith("stage_") or self.action == "unstage"
 
 
 def ms(value: float | None) -> str:

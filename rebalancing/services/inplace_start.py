@@ -81,13 +81,15 @@ def ratio_in_place_start(
     actor: Any,
     source_ip: str | None,
     pods: list[Any] | None = None,
+    staged: dict[str, str] | None = None,
 ) -> Rebalance:
     """A ratio change that keeps the number of instances, on an engine that switches in place: one
     in-place switch per instance that changes role, one at a time (no instance added or removed).
-    ``pods``: the topology's pods as ``role_pods`` listed them (listed here when not given)."""
-    serving = serving_roles(pods if pods is not None else role_pods(topology))
+    ``pods``: the topology's pods as ``role_pods`` listed them (listed here when not given); ``staged``:
+    pods the planner took out of routing ahead of this move, by the role they served (switched first)."""
+    serving = serving_roles(pods if pods is not None else role_pods(topology), staged)
     try:
-        switches = plan_switches(serving, *target)
+        switches = plan_switches(serving, *target, first=tuple(staged or ()))
     except ValueError as error:
         raise DomainError(
             f"cannot set {target[0]}P/{target[1]}D in place: {error}",

@@ -12,7 +12,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from controlplane.api.errors import DomainError
 from controlplane.broadcast import broadcast_on_commit, topology_group
-from rebalancing import policy, selectors
+from rebalancing import policy, selectors, staging
 from rebalancing.models import (
     Decision,
     Outcome,
@@ -22,8 +22,10 @@ from rebalancing.models import (
     RebalanceKind,
     RebalanceState,
 )
+from rebalancing.services.inplace import is_in_place, switches_of
 from rebalancing.services.overrides import overrides_refresh
 from rebalancing.services.rebalances import rebalance_advance, rebalance_ratio_start
+from rebalancing.services.staging import STATE_KEY, stage_donors, stage_release, staged_pods
 
 PARAM_LIMITS: dict[str, tuple[float, float]] = {
     "interval_seconds": (1, 300),
@@ -42,7 +44,7 @@ PARAM_LIMITS: dict[str, tuple[float, float]] = {
     "target_utilization": (0.1, 1.0),
     "donor_keeps": (1, 1000),
 }
-BOOL_PARAMS = ("release_idle", "demand_split")
+BOOL_PARAMS = ("release_idle", "demand_split", "stage_ahead")
 
 
 # --- planner settings -------------------------------------------------------------------------------
@@ -112,6 +114,7 @@ def planner_config_set(
     config.min_ratio = min_ratio
     config.max_ratio = max_ratio
     if changed_mode:
+        stage_release(topology=topology, staged=staged_pods(config.state))
         config.state = {}
     config.save()
     audit_record(
@@ -143,10 +146,17 @@ def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision
     limits = selectors.topology_limits(topology, locked)
     obs = selectors.observation(topology, now=now)
     state = policy.State.from_dict(locked.state)
+    staged = staged_pods(locked.state)
+    if staged and not state.staged_role:  # no staged move to follow (its state was reset): route them
+        stage_release(topology=topology, staged=staged)
+        staged = {}
     verdict, state = policy.decide(obs, params, limits, state)
-    outcome, detail, rebalance = Outcome.HELD, "", None
-    if verdict.acts and locked.mode == PlannerMode.ADVISORY:
+    outcome: str = Outcome.HELD
+    detail, rebalance = "", None
+    if (verdict.acts or verdict.prepares) and locked.mode == PlannerMode.ADVISORY:
         outcome, detail = Outcome.ADVISED, "advisory mode: recorded, not acted on"
+    elif verdict.prepares:
+        outcome, detail, staged, state = _prepare(topology, verdict, staged, state)
     elif verdict.acts:
         try:
             rebalance = rebalance_ratio_start(
@@ -156,12 +166,17 @@ def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision
                 actor=None,
                 source_ip=None,
                 kind=RebalanceKind.PLANNER,
+                staged=staged or None,
             )
             outcome, detail = Outcome.STARTED, f"rebalance #{rebalance.pk} started"
             state = policy.after_move(state, verdict, now, state.last_move_seconds)
+            taken = {s["instance"] for s in switches_of(rebalance)} if is_in_place(rebalance) else set()
+            stage_release(topology=topology, staged={k: v for k, v in staged.items() if k not in taken})
         except DomainError as error:
             outcome, detail = Outcome.REFUSED, error.message
-    locked.state = state.as_dict()
+            stage_release(topology=topology, staged=staged)
+        staged = {}
+    locked.state = {**state.as_dict(), STATE_KEY: staged} if staged else state.as_dict()
     locked.last_tick = timezone.now()
     locked.save(update_fields=["state", "last_tick"])
     previous = Decision.objects.filter(topology=topology).first()
@@ -193,7 +208,7 @@ def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision
         outcome_detail=detail,
         rebalance=rebalance,
     )
-    if verdict.acts or verdict.rule in ("links_unhealthy", "both_breached"):
+    if verdict.acts or verdict.prepares or verdict.rule in ("links_unhealthy", "both_breached"):
         prefix = "advice" if outcome == Outcome.ADVISED else "planner"
         audit_record(
             action="rebalancing.decision",
@@ -220,6 +235,22 @@ def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision
         },
     )
     return decision
+
+
+def _prepare(
+    topology: Any, verdict: policy.Verdict, staged: dict[str, str], state: policy.State
+) -> tuple[str, str, dict[str, str], policy.State]:
+    """Carry out a staging verdict: (outcome, detail, the pods staged now, the state)."""
+    if verdict.action == "unstage":
+        routed = stage_release(topology=topology, staged=staged)
+        return Outcome.HELD, f"routed again: {', '.join(routed)}" if routed else "", {}, state
+    try:
+        now = stage_donors(topology=topology, target=(verdict.prefill, verdict.decode), staged=staged)
+    except DomainError as error:
+        stage_release(topology=topology, staged=staged)
+        return Outcome.REFUSED, error.message, {}, staging.cleared(state)
+    new = ", ".join(name for name in now if name not in staged)
+    return Outcome.STARTED, f"out of routing ahead of the move: {new}", now, state
 
 
 def planner_tick_all(*, now: float | None = None) -> int:

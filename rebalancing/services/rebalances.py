@@ -60,8 +60,10 @@ def rebalance_ratio_start(
     actor: Any,
     source_ip: str | None,
     kind: str = RebalanceKind.RATIO,
+    staged: dict[str, str] | None = None,
 ) -> Rebalance:
-    """Plan the moves from the current split to prefill/decode and start the first one."""
+    """Plan the moves from the current split to prefill/decode and start the first one. ``staged``: pods
+    the planner took out of routing ahead of this move (``rebalancing.services.staging``)."""
     from topologies.models import Topology
 
     locked = Topology.objects.select_for_update().get(pk=topology.pk)
@@ -92,6 +94,7 @@ def rebalance_ratio_start(
                 actor=actor,
                 source_ip=source_ip,
                 pods=listed,
+                staged=staged,
             )
     # In-place switches moved instances between roles without the orchestrator knowing: the scale
     # jobs work on the spec's replicas, which are the target less what the switches moved.

@@ -31,6 +31,14 @@ CHROMIUM_ARGS = [
 EXPLANATION = "add one prefill: TTFT p95 2.40 s > 1.50 s target for 2 intervals"
 
 
+def _login(page, base: str, viewer) -> None:
+    page.goto(f"{base}/accounts/login/")
+    page.fill("#id_username", viewer.username)
+    page.fill("#id_password", "correct-horse-battery")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}/")
+
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     return {**browser_type_launch_args, "executable_path": "/usr/bin/chromium", "args": CHROMIUM_ARGS}
@@ -72,11 +80,7 @@ def test_an_advisory_decision_is_shown_on_the_time_axis_with_its_explanation(
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1440, "height": 1100})
     with uvicorn_server(subprocess_env()) as base:
-        page.goto(f"{base}/accounts/login/")
-        page.fill("#id_username", viewer.username)
-        page.fill("#id_password", "correct-horse-battery")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{base}/")
+        _login(page, base, viewer)
         page.goto(f"{base}/topologies/{topology.pk}/")
         marker = page.locator('#telemetry-live [data-events] li[data-kind="role_change"]')
         marker.first.wait_for(timeout=20_000)
@@ -123,11 +127,7 @@ def test_an_in_place_ratio_change_in_progress_shows_its_plan_and_steps(page, mak
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1440, "height": 1100})
     with uvicorn_server(subprocess_env()) as base:
-        page.goto(f"{base}/accounts/login/")
-        page.fill("#id_username", viewer.username)
-        page.fill("#id_password", "correct-horse-battery")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{base}/")
+        _login(page, base, viewer)
         page.goto(f"{base}/topologies/{topology.pk}/")
         current = page.locator("#rebalancing [data-rebalance]")
         text = current.inner_text()
@@ -136,3 +136,74 @@ def test_an_in_place_ratio_change_in_progress_shows_its_plan_and_steps(page, mak
         assert page.locator("#rebalancing .rebalance-log li").count() == len(steps)
         current.scroll_into_view_if_needed()
         page.screenshot(path=str(SHOTS / "rebalancing-in-place.png"), full_page=True)
+
+
+def test_a_staged_move_is_shown_on_the_time_axis_with_its_explanation(page, cluster, viewer, operator):
+    from rebalancing.tests.snapshots import prefill_short
+    from telemetry import cache
+    from topologies.models import Topology
+    from topologies.services import topology_create
+    from topologies.tests.combinations import combination
+
+    role = {"accelerator_resource": "huawei.com/ascend-1980", "accelerator_count": 2}
+    spec = combination(
+        "mindie",
+        "llm-datadist",
+        "kthena",
+        roles={"prefill": {**role, "replicas": 1}, "decode": {**role, "replicas": 2}},
+        rebalancing={
+            "prefill": {"min": 1, "max": 3},
+            "decode": {"min": 1, "max": 3},
+            "accelerator_budget": 6,
+        },
+    )
+    topology = topology_create(cluster=cluster, spec=spec, actor=operator)
+    cache.forget(topology.pk)
+    Topology.objects.filter(pk=topology.pk).update(deployed_revision=topology.current_revision)
+    errors: list[BaseException] = []
+
+    def decide() -> None:
+        try:
+            config = planner_config_set(
+                topology=topology,
+                mode=PlannerMode.ADVISORY,
+                params={"breach_intervals": 2, "prefill_tokens_per_s": 1000, "decode_tokens_per_s": 1000},
+                min_ratio=None,
+                max_ratio=None,
+                actor=operator,
+                source_ip=None,
+            )
+            prefill_short(topology, waiting=8)
+            planner_tick(config=config, now=time.time())
+        except BaseException as error:
+            errors.append(error)
+        finally:
+            connection.close()
+
+    try:
+        worker = threading.Thread(target=decide)
+        worker.start()
+        worker.join(30)
+        assert not errors, errors
+        decision = Decision.objects.get(topology=topology)
+        assert (decision.rule, decision.action, decision.outcome) == (
+            "stage",
+            "stage_prefill",
+            Outcome.ADVISED,
+        )
+        page.set_viewport_size({"width": 1440, "height": 1100})
+        with uvicorn_server(subprocess_env()) as base:
+            _login(page, base, viewer)
+            page.goto(f"{base}/topologies/{topology.pk}/")
+            marker = page.locator('#telemetry-live [data-events] li[data-kind="role_change"]')
+            marker.first.wait_for(timeout=20_000)
+            text = marker.first.inner_text()
+            assert "advice: 1 decode out of routing ahead of a move to 2P/1D" in text, text
+            row = page.locator(f'#rebalancing tr[data-decision="{decision.pk}"]')
+            assert row.get_attribute("data-rule") == "stage"
+            assert "1P/2D → 2P/1D" in row.inner_text() and "Advised" in row.inner_text()
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            row.scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "rebalancing-staged.png"), full_page=True)
+    finally:
+        cache.forget(topology.pk)

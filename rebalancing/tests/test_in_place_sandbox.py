@@ -23,6 +23,7 @@ from rebalancing import selectors
 from rebalancing.models import RebalanceKind, RebalanceState, RoleOverride
 from rebalancing.services import rebalance_switch_start
 from rebalancing.services.inplace import instance_role_assign, rebalance_in_place_run
+from rebalancing.tests.snapshots import prefill_short
 
 pytestmark = pytest.mark.usefixtures("fast_deploys")
 
@@ -45,7 +46,7 @@ def conn(ascend_sandbox, db):
 
 
 @contextlib.contextmanager
-def mindie_topology(conn, operator, sandbox, prefill: int, decode: int):
+def mindie_topology(conn, operator, sandbox, prefill: int, decode: int, budget: int = 8):
     from clusters.models import Cluster
     from topologies.services import topology_create
     from topologies.tests.combinations import combination
@@ -63,7 +64,7 @@ def mindie_topology(conn, operator, sandbox, prefill: int, decode: int):
         rebalancing={
             "prefill": {"min": 1, "max": 3},
             "decode": {"min": 1, "max": 3},
-            "accelerator_budget": 8,
+            "accelerator_budget": budget,
         },
     )
     topology = topology_create(cluster=Cluster.objects.get(pk=conn.cluster_id), spec=spec, actor=operator)
@@ -468,3 +469,109 @@ def test_a_switched_pod_whose_engine_restarts_is_routed_by_its_template_role_aga
     assert pods(conn, mindie)[victim][SERVING_ROLE] == "decode"
     event = AuditEvent.objects.filter(action="rebalancing.override_ended").latest("pk")
     assert f"{victim} restarted after its switch to prefill" in event.detail["text"]
+
+
+def test_the_planner_stages_a_donor_ahead_of_its_move_and_the_move_switches_it_first(
+    conn, operator, ascend_sandbox
+):
+    # The budget is full (3 instances of 2 NPUs): a move is one decode becoming a prefill.
+    from telemetry import cache
+
+    with mindie_topology(conn, operator, ascend_sandbox, 1, 2, budget=6) as topology:
+        try:
+            _stage_then_move(topology, conn, operator, ascend_sandbox)
+        finally:
+            cache.forget(topology.pk)  # Redis outlives the test database
+
+
+def _stage_then_move(mindie, conn, operator, ascend_sandbox) -> None:
+    from rebalancing.models import Decision, Outcome, PlannerMode, Rebalance
+    from rebalancing.services import planner_config_set, planner_tick
+
+    decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
+    config = planner_config_set(
+        topology=mindie,
+        mode=PlannerMode.AUTO,
+        params={"breach_intervals": 2, "prefill_tokens_per_s": 1000, "decode_tokens_per_s": 1000},
+        min_ratio=None,
+        max_ratio=None,
+        actor=operator,
+        source_ip=None,
+    )
+    url = router_url(ascend_sandbox, mindie.namespace)
+    reports: list = []
+    traffic = load(url, mindie.model_name, 14, reports)
+    time.sleep(2)
+    begin = time.time()
+
+    # A pod the router reaches by its role label only (rendered before the serving-role label): nothing
+    # can be staged, the decision says why, and no pod leaves routing.
+    ascend_sandbox.kubectl("label", "pod", decodes[0], "-n", mindie.namespace, f"{SERVING_ROLE}-")
+    prefill_short(mindie, waiting=8)
+    refused = planner_tick(config=config, now=begin)
+    assert (refused.rule, refused.outcome) == ("stage", Outcome.REFUSED)
+    assert refused.outcome_detail.startswith(f"cannot stage the move: {decodes[0]} was deployed before")
+    assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "decode"
+    ascend_sandbox.kubectl("label", "pod", decodes[0], "-n", mindie.namespace, f"{SERVING_ROLE}=decode")
+    prefill_short(mindie, waiting=0)
+    assert planner_tick(config=config, now=begin + 5).rule == "steady"
+    start = begin + 10
+
+    # First interval of the breach: the decode the move would take leaves routing, nothing else changes.
+    prefill_short(mindie, waiting=8)
+    staged = planner_tick(config=config, now=start)
+    assert (staged.rule, staged.action, staged.outcome) == ("stage", "stage_prefill", Outcome.STARTED)
+    assert staged.outcome_detail == f"out of routing ahead of the move: {decodes[-1]}"
+    assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "none"
+    assert not Rebalance.objects.filter(topology=mindie).exists()
+    assert selectors.effective_replicas(mindie) == (1, 2)
+
+    # The queue is gone at the next interval: the breach did not hold, the decode is routed again.
+    prefill_short(mindie, waiting=0)
+    dropped = planner_tick(config=config, now=start + 5)
+    assert (dropped.rule, dropped.action) == ("unstage", "unstage"), dropped.explanation
+    assert dropped.outcome_detail == f"routed again: {decodes[-1]}"
+    assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "decode"
+
+    # Changing the planner's mode while a move is staged routes the staged pod again.
+    prefill_short(mindie, waiting=8)
+    assert planner_tick(config=config, now=start + 10).action == "stage_prefill"
+    assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "none"
+    for mode in (PlannerMode.ADVISORY, PlannerMode.AUTO):
+        config = planner_config_set(
+            topology=mindie,
+            mode=mode,
+            params=config.params,
+            min_ratio=None,
+            max_ratio=None,
+            actor=operator,
+            source_ip=None,
+        )
+        assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "decode"
+
+    # A breach that holds: staged at its first interval, moved at its second, the staged pod first.
+    assert planner_tick(config=config, now=start + 10).action == "stage_prefill"
+    moved = planner_tick(config=config, now=start + 15)
+    assert moved.action == "move_to_prefill" and moved.outcome == Outcome.STARTED, moved.explanation
+    assert "1 decode staged 5 s ago, toward 2P/1D" in moved.explanation
+    rebalance = moved.rebalance
+    assert rebalance.params["switches"] == [
+        {"instance": decodes[-1], "source_role": "decode", "target_role": "prefill"}
+    ]
+    assert rebalance_in_place_run(rebalance_id=rebalance.pk) == "succeeded"
+    traffic.join(60)
+    [report] = reports
+    assert report.sent >= 50 and report.failed == 0, (report.errors, report.table())
+    assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "prefill"
+    assert selectors.effective_replicas(mindie) == (2, 1)
+    config.refresh_from_db()
+    assert "staged_pods" not in config.state
+    assert list(Decision.objects.filter(topology=mindie).values_list("rule", flat=True)) == [
+        "demand_split",
+        "stage",
+        "stage",  # before the mode changed
+        "unstage",
+        "stage",
+        "steady",
+        "stage",  # refused
+    ]

@@ -87,14 +87,24 @@ class ClusterView:
     decode_running: float | None = None
 
 
-Controller = Callable[[ClusterView], "tuple[int, int] | None"]
+@dataclass(frozen=True)
+class Stage:
+    """A controller's request to take a move's donors out of routing ahead of the move (they drain while
+    it is confirmed); ``unstage`` routes them again."""
+
+    prefill: int  # the staged move's target split
+    decode: int
+    unstage: bool = False
+
+
+Controller = Callable[[ClusterView], "tuple[int, int] | Stage | None"]
 
 
 @dataclass
 class Instance:
     engine: SimEngine
     role: str
-    state: str  # loading | ready | draining
+    state: str  # loading | ready | staged (out of routing ahead of a move) | draining
     ready_at: float
 
 
@@ -201,9 +211,27 @@ class SimCluster:
         self.by_address.pop(engine.address, None)
         self.by_address.pop(engine.name, None)
 
+    def stage(self, request: Stage) -> None:
+        """Take the donors of a move to ``request``'s split out of routing (the least busy first), or
+        with ``unstage`` route every staged instance again."""
+        if request.unstage:
+            for instance in self.instances.values():
+                if instance.state == "staged":
+                    instance.state = "ready"
+            return
+        for role, target in (("prefill", request.prefill), ("decode", request.decode)):
+            ready = [i for i in self.instances.values() if i.role == role and i.state == "ready"]
+            staged = sum(1 for i in self.instances.values() if i.role == role and i.state == "staged")
+            ready.sort(key=lambda i: (_load(i.engine), -int(i.engine.name.rsplit("-", 1)[1])))
+            for instance in ready[: max(0, self.count(role) - staged - target)]:
+                instance.state = "staged"
+
     def _donor(self, role: str, least_busy: bool = False) -> Instance | None:
         """The instance a scale-down removes (the newest), or for a switch the one that drains soonest:
-        the fewest requests on it, then the newest."""
+        a staged one, else the fewest requests on it, then the newest."""
+        staged = [i for i in self.instances.values() if i.role == role and i.state == "staged"]
+        if staged and least_busy:
+            return staged[0]
         candidates = [i for i in self.instances.values() if i.role == role and i.state == "ready"]
         if not candidates:
             return None
@@ -276,6 +304,7 @@ class SimCluster:
             self.role_changes += 1
             self.timeline.append((clock.now(), target[0], target[1], why))
         finally:
+            self.stage(Stage(0, 0, unstage=True))  # staged instances the move did not take serve again
             self.busy = False
 
     # --- requests -------------------------------------------------------------------------------
@@ -468,6 +497,10 @@ class SimCluster:
                 await asyncio.sleep(tick)
                 view = self.view(tick)
                 target = controller(view)
+                if isinstance(target, Stage):
+                    if not self.busy:
+                        self.stage(target)
+                    continue
                 if target is not None and not self.busy and target != (view.prefill, view.decode):
                     task = asyncio.get_running_loop().create_task(self.apply(target, "controller"))
                     self._tasks.add(task)
