@@ -176,6 +176,11 @@ def test_api_refuses_bad_windows_naming_the_field(reader, topology):
         ({"start": 200, "end": 100}, "start", "before end"),
         ({"start": 0, "end": 86400 * 2, "step": 1}, "step", "use step ≥"),
         ({"step": 0}, "step", ""),
+        # Past what a date can hold (year 10000), not a number, before the epoch: refused, never a 500.
+        ({"end": 253402304400.0}, "end", "9999-12-31T23:59:59Z"),
+        ({"end": "nan"}, "end", "out of range"),
+        ({"start": "-inf"}, "start", "out of range"),
+        ({"start": -5, "end": 100}, "start", "1970-01-01T00:00:00Z"),
     ]
     for params, field, words in cases:
         response = reader.get(path, params)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -14,15 +15,29 @@ MAX_SERIES = 50
 MAX_WINDOW_S = 31 * 24 * 3600
 
 
+# The times a window may name: from the epoch to the last second of year 9999 (what a date can hold).
+LATEST_TIME = 253402300799.0
+
+
 class TimeField(serializers.Field):
-    """Unix seconds (``1767225600`` or ``1767225600.5``) or ISO 8601 (``2026-11-30T11:00:00Z``)."""
+    """Unix seconds (``1767225600`` or ``1767225600.5``) or ISO 8601 (``2026-11-30T11:00:00Z``), from
+    1970 to the end of 9999."""
 
     def to_internal_value(self, data: Any) -> float:
         text = str(data).strip()
         try:
-            return float(text)
+            value = float(text)
         except ValueError:
-            pass
+            value = self._iso(text)
+        if not math.isfinite(value) or not 0 <= value <= LATEST_TIME:
+            raise serializers.ValidationError(
+                f"{text!r} is out of range; use a time from 1970-01-01T00:00:00Z (0) to "
+                f"9999-12-31T23:59:59Z ({LATEST_TIME:.0f})"
+            )
+        return value
+
+    @staticmethod
+    def _iso(text: str) -> float:
         try:
             parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
@@ -31,7 +46,10 @@ class TimeField(serializers.Field):
             ) from None
         if parsed.tzinfo is None:
             raise serializers.ValidationError(f"{text!r} has no time zone; add Z or +00:00")
-        return parsed.timestamp()
+        try:
+            return parsed.timestamp()
+        except (OverflowError, ValueError):
+            return math.inf
 
     def to_representation(self, value: float) -> float:
         return value
