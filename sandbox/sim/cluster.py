@@ -114,6 +114,11 @@ def _load(engine: SimEngine) -> int:
     return engine.inflight + scheduler.num_waiting + scheduler.num_running + len(scheduler.held)
 
 
+def _drains_soonest(instance: Instance) -> tuple[int, int]:
+    """Sort key of the instance a switch takes first: the fewest requests on it, then the newest."""
+    return _load(instance.engine), -int(instance.engine.name.rsplit("-", 1)[1])
+
+
 class SimCluster:
     def __init__(
         self,
@@ -222,7 +227,7 @@ class SimCluster:
         for role, target in (("prefill", request.prefill), ("decode", request.decode)):
             ready = [i for i in self.instances.values() if i.role == role and i.state == "ready"]
             staged = sum(1 for i in self.instances.values() if i.role == role and i.state == "staged")
-            ready.sort(key=lambda i: (_load(i.engine), -int(i.engine.name.rsplit("-", 1)[1])))
+            ready.sort(key=_drains_soonest)
             for instance in ready[: max(0, self.count(role) - staged - target)]:
                 instance.state = "staged"
 
@@ -236,7 +241,7 @@ class SimCluster:
         if not candidates:
             return None
         if least_busy:
-            return min(candidates, key=lambda i: (_load(i.engine), -int(i.engine.name.rsplit("-", 1)[1])))
+            return min(candidates, key=_drains_soonest)
         return max(candidates, key=lambda i: i.engine.name)
 
     async def _remove(self, role: str) -> None:
