@@ -39,6 +39,23 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise pytest.UsageError(f"the test suite needs {', '.join(missing)} running; start with: {hints}")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _no_connection_outlives_the_run(django_db_setup, django_db_blocker):  # type: ignore[no-untyped-def]
+    """The processes the tests start (servers, workers) may still be closing their connections when the
+    run ends; end them, so that the test database is dropped instead of left with a warning."""
+    yield
+    from django.db import connection
+
+    db = connection.settings_dict
+    if db["NAME"] != (db.get("TEST") or {}).get("NAME"):  # no test here used the database
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
 @pytest.fixture
 def make_user(db):  # type: ignore[no-untyped-def]
     from accounts.models import User
