@@ -25,7 +25,15 @@ from rebalancing.models import (
 from rebalancing.services.inplace import is_in_place, switches_of
 from rebalancing.services.overrides import overrides_refresh
 from rebalancing.services.rebalances import rebalance_advance, rebalance_ratio_start
-from rebalancing.services.staging import STATE_KEY, stage_donors, stage_release, staged_pods
+from rebalancing.services.staging import (
+    STATE_KEY,
+    SWEPT_KEY,
+    stage_donors,
+    stage_release,
+    staged_pods,
+    sweep_due,
+    unrouted_sweep,
+)
 
 PARAM_LIMITS: dict[str, tuple[float, float]] = {
     "interval_seconds": (1, 300),
@@ -150,6 +158,11 @@ def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision
     if staged and not state.staged_role:  # no staged move to follow (its state was reset): route them
         stage_release(topology=topology, staged=staged)
         staged = {}
+    swept_at = (locked.state or {}).get(SWEPT_KEY)
+    auto = locked.mode == PlannerMode.AUTO  # advisory mode changes nothing, sweeps included
+    if auto and obs.in_place and not obs.busy and sweep_due(locked.state, now):
+        unrouted_sweep(topology=topology, staged=staged)
+        swept_at = now
     verdict, state = policy.decide(obs, params, limits, state)
     outcome: str = Outcome.HELD
     detail, rebalance = "", None
@@ -176,7 +189,11 @@ def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision
             outcome, detail = Outcome.REFUSED, error.message
             stage_release(topology=topology, staged=staged)
         staged = {}
-    locked.state = {**state.as_dict(), STATE_KEY: staged} if staged else state.as_dict()
+    locked.state = {
+        **state.as_dict(),
+        **({STATE_KEY: staged} if staged else {}),
+        **({SWEPT_KEY: swept_at} if swept_at is not None else {}),
+    }
     locked.last_tick = timezone.now()
     locked.save(update_fields=["state", "last_tick"])
     previous = Decision.objects.filter(topology=topology).first()

@@ -9,8 +9,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from audit.services import audit_record
 from controlplane.api.errors import DomainError
-from kube.labels import NOT_SERVING
+from kube.labels import NOT_SERVING, ROLE, SERVING_ROLE
+from rebalancing.models import RoleOverride
 from rebalancing.moves import plan_switches
 from rebalancing.services.engine_steps import Engine, StepFailed
 from rebalancing.switching import in_place_problem, role_pods, serving_roles
@@ -18,6 +20,9 @@ from rebalancing.switching import in_place_problem, role_pods, serving_roles
 logger = logging.getLogger(__name__)
 
 STATE_KEY = "staged_pods"
+SWEPT_KEY = "unrouted_swept_at"
+# How often a free planner looks for pods left out of routing with no move to follow (one pod list).
+SWEEP_SECONDS = 60.0
 
 
 def staged_pods(state: dict[str, Any] | None) -> dict[str, str]:
@@ -68,4 +73,44 @@ def stage_release(*, topology: Any, staged: dict[str, str]) -> list[str]:
             logger.warning("staged pod %s not routed again: %s", name, error.message)
             continue
         routed.append(name)
+    return routed
+
+
+def sweep_due(state: dict[str, Any] | None, now: float) -> bool:
+    """Whether the planner should look for pods left out of routing (``unrouted_sweep``) at ``now``."""
+    last = (state or {}).get(SWEPT_KEY)
+    return not isinstance(last, (int, float)) or now - float(last) >= SWEEP_SECONDS
+
+
+def unrouted_sweep(*, topology: Any, staged: dict[str, str]) -> list[str]:
+    """Route again the pods that are out of routing (serving role ``none``) although no move or staging
+    holds them: a staging whose planner interval failed to record after the relabel leaves them so. Call
+    only while no move is running (a running in-place move has its own pods out of routing). Each is
+    routed as the role it served: its override's role after an in-place switch, else its template's.
+    Returns the pods routed; a cluster that cannot be asked is left for the next sweep."""
+    from rebalancing.switching import role_pods
+
+    try:
+        pods = role_pods(topology)
+    except DomainError:
+        return []
+    overrides = {o.pod: o.serving_role for o in RoleOverride.objects.filter(topology=topology)}
+    orphans = {
+        p.name: overrides.get(p.name, p.labels[ROLE])
+        for p in pods
+        if p.labels.get(SERVING_ROLE) == NOT_SERVING and p.name not in staged
+    }
+    routed = stage_release(topology=topology, staged=orphans)
+    for name in routed:
+        text = (
+            f"{name} was out of routing with no move or staging holding it (a planner interval that "
+            f"failed after taking it out leaves it so): routed again as {orphans[name]}"
+        )
+        logger.warning(text)
+        audit_record(
+            action="rebalancing.unrouted_pod_routed",
+            target=topology,
+            actor_label="planner",
+            detail={"pod": name, "role": orphans[name], "text": text},
+        )
     return routed

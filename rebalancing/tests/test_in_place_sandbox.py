@@ -575,3 +575,23 @@ def _stage_then_move(mindie, conn, operator, ascend_sandbox) -> None:
         "steady",
         "stage",  # refused
     ]
+
+    # Pods out of routing that nothing holds (a planner interval that failed to record after taking them
+    # out leaves them so) are routed again by the next sweep, each as the role it served: the switched
+    # pod as prefill (its override), the other decode as its template's role.
+    from audit.models import AuditEvent
+
+    for name in (decodes[0], decodes[-1]):
+        ascend_sandbox.kubectl(
+            "label", "pod", name, "-n", mindie.namespace, f"{SERVING_ROLE}=none", "--overwrite"
+        )
+    prefill_short(mindie, waiting=0)
+    planner_tick(config=config, now=start + 75)
+    assert pods(conn, mindie)[decodes[0]][SERVING_ROLE] == "decode"
+    assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "prefill"
+    routed = AuditEvent.objects.filter(action="rebalancing.unrouted_pod_routed").order_by("pk")
+    assert sorted((e.detail["pod"], e.detail["role"]) for e in routed) == [
+        (decodes[0], "decode"),
+        (decodes[-1], "prefill"),
+    ]
+    assert "no move or staging holding it" in routed[0].detail["text"]
