@@ -19,6 +19,10 @@ TEMPLATE_HASH = "tandem.io/template-hash"  # content hash of the role's pod temp
 # orchestrator still counts the pod in its template's role and a replaced pod comes back with that role.
 SERVING_ROLE = "tandem.io/serving-role"  # prefill | decode | none
 NOT_SERVING = "none"
+# On a pod the planner took out of routing ahead of a move it staged (value "planner"); any other relabel
+# removes it. A pod out of routing without it (a failed switch left it so) is never routed by a sweep.
+STAGED = "tandem.io/staged"
+STAGED_BY_PLANNER = "planner"
 FIELD_MANAGER = "tandem"
 
 # Labels Kthena's ModelServing controller puts on the pods it creates.

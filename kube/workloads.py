@@ -211,8 +211,10 @@ def pod_log_lines(
     return response.data.decode("utf-8", "replace").splitlines()
 
 
-def patch_pod_labels(conn: ClusterConnection, namespace: str, pod: str, labels: dict[str, str]) -> None:
-    """Set labels on one running pod by JSON merge patch (needs ``patch`` on ``pods``)."""
+def patch_pod_labels(
+    conn: ClusterConnection, namespace: str, pod: str, labels: dict[str, str | None]
+) -> None:
+    """Set labels on one running pod by JSON merge patch (needs ``patch`` on ``pods``); None removes one."""
     request(
         conn,
         "PATCH",

@@ -18,7 +18,15 @@ from django.conf import settings
 from django.utils import timezone
 
 import kube
-from kube.labels import NOT_SERVING, ROLE, SERVING_ROLE, serving_role, topology_selector
+from kube.labels import (
+    NOT_SERVING,
+    ROLE,
+    SERVING_ROLE,
+    STAGED,
+    STAGED_BY_PLANNER,
+    serving_role,
+    topology_selector,
+)
 from rebalancing.inplace import (
     Instance,
     ascend_devices,
@@ -158,9 +166,12 @@ class Engine:
             )
         return out
 
-    def relabel(self, pod: str, role: str) -> None:
+    def relabel(self, pod: str, role: str, *, staged: bool = False) -> None:
+        """Route ``pod`` as ``role`` (or out of routing: NOT_SERVING); ``staged`` marks it as taken out by
+        the planner ahead of a move it staged, any other relabel clears that mark."""
+        labels: dict[str, str | None] = {SERVING_ROLE: role, STAGED: STAGED_BY_PLANNER if staged else None}
         try:
-            kube.patch_pod_labels(self.conn, self.namespace, pod, {SERVING_ROLE: role})
+            kube.patch_pod_labels(self.conn, self.namespace, pod, labels)
         except kube.KubeError as error:
             raise StepFailed(f"{pod} cannot be relabelled: {error}", "relabel_failed") from None
 

@@ -159,8 +159,9 @@ def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision
         stage_release(topology=topology, staged=staged)
         staged = {}
     swept_at = (locked.state or {}).get(SWEPT_KEY)
-    auto = locked.mode == PlannerMode.AUTO  # advisory mode changes nothing, sweeps included
-    if auto and obs.in_place and not obs.busy and sweep_due(locked.state, now):
+    # Only pods the planner itself staged are swept (advisory mode stages none; after a change from auto
+    # the sweep routes what the change could not).
+    if obs.in_place and not obs.busy and sweep_due(locked.state, now):
         unrouted_sweep(topology=topology, staged=staged)
         swept_at = now
     verdict, state = policy.decide(obs, params, limits, state)

@@ -11,7 +11,7 @@ from typing import Any
 
 from audit.services import audit_record
 from controlplane.api.errors import DomainError
-from kube.labels import NOT_SERVING, ROLE, SERVING_ROLE
+from kube.labels import NOT_SERVING, ROLE, SERVING_ROLE, STAGED, STAGED_BY_PLANNER
 from rebalancing.models import RoleOverride
 from rebalancing.moves import plan_switches
 from rebalancing.services.engine_steps import Engine, StepFailed
@@ -51,7 +51,7 @@ def stage_donors(*, topology: Any, target: tuple[int, int], staged: dict[str, st
         if name in now:
             continue
         try:
-            engine.relabel(name, NOT_SERVING)
+            engine.relabel(name, NOT_SERVING, staged=True)
         except StepFailed as error:
             stage_release(topology=topology, staged={k: v for k, v in now.items() if k not in staged})
             raise DomainError(f"cannot stage the move: {error.message}", code=error.code) from None
@@ -59,14 +59,30 @@ def stage_donors(*, topology: Any, target: tuple[int, int], staged: dict[str, st
     return now
 
 
+def _served_now(topology: Any, staged: dict[str, str]) -> dict[str, str]:
+    """The role each staged pod is to be routed as: its override's after an in-place switch, else its
+    template's, as the pods stand now (an engine restart while staged ends the override: the pod serves
+    its template's role again). A pod that is gone is left out; the staged role when the cluster cannot
+    be asked."""
+    from rebalancing.switching import role_pods
+
+    try:
+        pods = {p.name: p for p in role_pods(topology)}
+    except (DomainError, ValueError):
+        return staged
+    overrides = {o.pod: o.serving_role for o in RoleOverride.objects.filter(topology=topology)}
+    return {name: overrides.get(name, pods[name].labels[ROLE]) for name in staged if name in pods}
+
+
 def stage_release(*, topology: Any, staged: dict[str, str]) -> list[str]:
-    """Route staged pods as the role they served again; returns the pods routed (a pod that is gone, or
-    cannot be relabelled, is logged and left: its replacement starts routed)."""
+    """Route staged pods again as the role they serve (``_served_now``); returns the pods routed (a pod
+    that is gone, or cannot be relabelled, is logged and left: its replacement starts routed, and the
+    sweep routes it later)."""
     if not staged:
         return []
     engine = Engine(topology)
     routed = []
-    for name, role in staged.items():
+    for name, role in _served_now(topology, staged).items():
         try:
             engine.relabel(name, role)
         except StepFailed as error:
@@ -83,34 +99,37 @@ def sweep_due(state: dict[str, Any] | None, now: float) -> bool:
 
 
 def unrouted_sweep(*, topology: Any, staged: dict[str, str]) -> list[str]:
-    """Route again the pods that are out of routing (serving role ``none``) although no move or staging
-    holds them: a staging whose planner interval failed to record after the relabel leaves them so. Call
-    only while no move is running (a running in-place move has its own pods out of routing). Each is
-    routed as the role it served: its override's role after an in-place switch, else its template's.
-    Returns the pods routed; a cluster that cannot be asked is left for the next sweep."""
+    """Route again the pods the planner took out of routing for a staging that no longer holds them (its
+    interval failed to record after the relabel, or a release could not relabel them): serving role
+    ``none`` with the planner's staged mark, not in ``staged``. Each is routed as the role it serves
+    (``_served_now``). A pod out of routing without the mark is left alone: a switch whose restore failed
+    leaves its pod so on purpose. Returns the pods routed; a cluster that cannot be asked is left for the
+    next sweep."""
     from rebalancing.switching import role_pods
 
     try:
         pods = role_pods(topology)
-    except DomainError:
+    except (DomainError, ValueError):
         return []
-    overrides = {o.pod: o.serving_role for o in RoleOverride.objects.filter(topology=topology)}
     orphans = {
-        p.name: overrides.get(p.name, p.labels[ROLE])
+        p.name: p.labels[ROLE]
         for p in pods
-        if p.labels.get(SERVING_ROLE) == NOT_SERVING and p.name not in staged
+        if p.labels.get(SERVING_ROLE) == NOT_SERVING
+        and p.labels.get(STAGED) == STAGED_BY_PLANNER
+        and p.name not in staged
     }
+    served = _served_now(topology, orphans)
     routed = stage_release(topology=topology, staged=orphans)
     for name in routed:
         text = (
-            f"{name} was out of routing with no move or staging holding it (a planner interval that "
-            f"failed after taking it out leaves it so): routed again as {orphans[name]}"
+            f"{name} was out of routing for a staged move that no longer holds it (a planner interval "
+            f"that failed after taking it out leaves it so): routed again as {served.get(name, '?')}"
         )
         logger.warning(text)
         audit_record(
             action="rebalancing.unrouted_pod_routed",
             target=topology,
             actor_label="planner",
-            detail={"pod": name, "role": orphans[name], "text": text},
+            detail={"pod": name, "role": served.get(name, ""), "text": text},
         )
     return routed

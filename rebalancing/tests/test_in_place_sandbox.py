@@ -18,7 +18,7 @@ import pytest
 from controlplane.api.errors import Conflict
 from deployments.models import State
 from deployments.tests.sandbox_helpers import deploy_now, register
-from kube.labels import ROLE, SERVING_ROLE, topology_selector
+from kube.labels import ROLE, SERVING_ROLE, STAGED, topology_selector
 from rebalancing import selectors
 from rebalancing.models import RebalanceKind, RebalanceState, RoleOverride
 from rebalancing.services import rebalance_switch_start
@@ -523,6 +523,7 @@ def _stage_then_move(mindie, conn, operator, ascend_sandbox) -> None:
     assert (staged.rule, staged.action, staged.outcome) == ("stage", "stage_prefill", Outcome.STARTED)
     assert staged.outcome_detail == f"out of routing ahead of the move: {decodes[-1]}"
     assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "none"
+    assert pods(conn, mindie)[decodes[-1]][STAGED] == "planner"
     assert not Rebalance.objects.filter(topology=mindie).exists()
     assert selectors.effective_replicas(mindie) == (1, 2)
 
@@ -532,6 +533,7 @@ def _stage_then_move(mindie, conn, operator, ascend_sandbox) -> None:
     assert (dropped.rule, dropped.action) == ("unstage", "unstage"), dropped.explanation
     assert dropped.outcome_detail == f"routed again: {decodes[-1]}"
     assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "decode"
+    assert STAGED not in pods(conn, mindie)[decodes[-1]]
 
     # Changing the planner's mode while a move is staged routes the staged pod again.
     prefill_short(mindie, waiting=8)
@@ -576,22 +578,29 @@ def _stage_then_move(mindie, conn, operator, ascend_sandbox) -> None:
         "stage",  # refused
     ]
 
-    # Pods out of routing that nothing holds (a planner interval that failed to record after taking them
-    # out leaves them so) are routed again by the next sweep, each as the role it served: the switched
-    # pod as prefill (its override), the other decode as its template's role.
+    # Pods the planner took out of routing for a staging that no longer holds them (a planner interval
+    # that failed to record after the relabel leaves them so) are routed again by the next sweep, each as
+    # the role it serves: the switched pod as prefill (its override), the other decode as its template's
+    # role; the staging's mark goes with it. A pod out of routing without the mark (as a switch whose
+    # restore failed leaves it) is not the planner's to route.
     from audit.models import AuditEvent
 
+    [prefill] = [n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "prefill"]
+    marked = [f"{SERVING_ROLE}=none", f"{STAGED}=planner", "--overwrite"]
     for name in (decodes[0], decodes[-1]):
-        ascend_sandbox.kubectl(
-            "label", "pod", name, "-n", mindie.namespace, f"{SERVING_ROLE}=none", "--overwrite"
-        )
+        ascend_sandbox.kubectl("label", "pod", name, "-n", mindie.namespace, *marked)
+    ascend_sandbox.kubectl(
+        "label", "pod", prefill, "-n", mindie.namespace, f"{SERVING_ROLE}=none", "--overwrite"
+    )
     prefill_short(mindie, waiting=0)
     planner_tick(config=config, now=start + 75)
-    assert pods(conn, mindie)[decodes[0]][SERVING_ROLE] == "decode"
-    assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "prefill"
+    now_labels = pods(conn, mindie)
+    assert now_labels[decodes[0]][SERVING_ROLE] == "decode" and STAGED not in now_labels[decodes[0]]
+    assert now_labels[decodes[-1]][SERVING_ROLE] == "prefill" and STAGED not in now_labels[decodes[-1]]
+    assert now_labels[prefill][SERVING_ROLE] == "none"
     routed = AuditEvent.objects.filter(action="rebalancing.unrouted_pod_routed").order_by("pk")
     assert sorted((e.detail["pod"], e.detail["role"]) for e in routed) == [
         (decodes[0], "decode"),
         (decodes[-1], "prefill"),
     ]
-    assert "no move or staging holding it" in routed[0].detail["text"]
+    assert "for a staged move that no longer holds it" in routed[0].detail["text"]
