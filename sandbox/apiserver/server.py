@@ -460,7 +460,9 @@ class ApiServer:
     async def _scale_write(self, request: web.Request, t: Target, manager: str) -> web.Response:
         assert t.name is not None
         namespace = t.namespace or ""
-        current = scale.get_scale(self.api, t.rt, namespace, t.name)
+        # The body is read before the object: a patch applies to the object as it is when the patch is
+        # applied (a controller's write while the body arrives is no conflict, as on a real API server);
+        # only a resourceVersion the client sent is a precondition.
         if request.method == "PUT":
             wanted = await self._body(request)
         else:
@@ -469,6 +471,7 @@ class ApiServer:
             raw = await request.read()
             content_type = request.headers.get("Content-Type", "").split(";")[0]
             body = json.loads(raw or b"{}")
+            current = scale.get_scale(self.api, t.rt, namespace, t.name)
             if content_type == "application/json-patch+json":
                 wanted = patching.json_patch(current, body)
             elif content_type == "application/strategic-merge-patch+json":
