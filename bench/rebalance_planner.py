@@ -20,10 +20,11 @@ meet both; bisection over the workload's grid, W1 0.5 … 4.0 in steps of 0.25),
 requests at the base rate, requests lost to rebalancing over every rate tried; W2 also TTFT attainment
 at the peak, W3 role changes per 10 simulated minutes. Every policy but the static splits starts at
 4P/4D. Restart-based moves cost --model-load seconds before the new instance is Ready, and a ratio change
-is executed one instance at a time. Tandem runs twice: ``tandem`` with restart-based moves (vLLM), and
+is executed one instance at a time. Tandem runs three times: ``tandem`` with restart-based moves (vLLM), and
 ``tandem-ip`` with in-place switches (MindIE, SGLang with Mooncake): out of routing, drained, then the
 sandbox's link teardown, role switch and link set-up times, no model load; its moves are staged (the
-donors leave routing at the breach's first interval and drain while it is confirmed). The Dynamo-style
+donors leave routing at the breach's first interval and drain while it is confirmed); ``tandem-ip2`` is
+``tandem-ip`` with its interval at the telemetry's 2 s and a 10 s cooldown (``FAST``). The Dynamo-style
 rule scales replicas, so its moves are restart-based. Then the planner's tick time (snapshot →
 observation → decision) for a 64-instance topology.
 
@@ -57,6 +58,11 @@ BUDGET = 8
 TTFT_MS = 1500.0
 TBT_MS = 50.0
 TICK = 5.0
+# ``tandem-ip2``: the in-place planner set for cheap moves, as an operator would for MindIE or SGLang:
+# its interval at the telemetry's own collection interval (TELEMETRY_INTERVAL_SECONDS, 2 s by default)
+# and a 10 s cooldown (a move's cooldown is still at least what the move took plus two settling
+# intervals). Every other policy runs the defaults (interval 5 s, cooldown 30 s).
+FAST = {"interval_seconds": 2.0, "cooldown_seconds": 10.0}
 LIMITS = Limits(prefill_min=1, prefill_max=7, decode_min=1, decode_max=7, budget=BUDGET)
 # The sandbox's defaults except the KV cache: 32768 blocks of 16 tokens (~60 GB of a small model's KV on an
 # 80 GB accelerator), so an 8k-token request does not exhaust a decode instance on its own.
@@ -106,9 +112,9 @@ class Dynamo:
 class Tandem:
     """Tandem's planner: rebalancing.policy.decide on the same observation the live planner builds."""
 
-    def __init__(self, model_load: float, in_place: bool = False) -> None:
+    def __init__(self, model_load: float, in_place: bool = False, **params: float) -> None:
         self.in_place = in_place
-        self.params = Params(interval_seconds=TICK)
+        self.params = Params(**{"interval_seconds": TICK, **params})
         self.state = State(last_move_seconds=model_load)
         self.model_load = model_load
         self.move_started: float | None = None
@@ -120,6 +126,8 @@ class Tandem:
         self.breach_since: float | None = None
         self.answered = False
         self.log: list[str] = []  # acting decisions: "ts rule: explanation"
+        # a breach first seen at t is sustained at t + this (its last confirming interval)
+        self.confirm_seconds = (self.params.breach_intervals - 1) * self.params.interval_seconds
 
     def __call__(self, view: ClusterView) -> tuple[int, int] | Stage | None:
         if self.move_started is not None and not view.busy:
@@ -160,7 +168,7 @@ class Tandem:
         elif self.free_since is None:
             self.free_since = view.ts
         if verdict.rule in JUDGED and self.breach_since is not None and not self.answered and not waiting:
-            sustained_at = self.breach_since + (self.params.breach_intervals - 1) * TICK
+            sustained_at = self.breach_since + self.confirm_seconds
             self.answer_lags.append(max(0.0, view.ts - max(sustained_at, self.free_since or view.ts)))
             self.answered = True
         if verdict.prepares:
@@ -169,7 +177,7 @@ class Tandem:
         if not verdict.acts:
             return None
         if self.breach_since is not None:
-            sustained_at = self.breach_since + (self.params.breach_intervals - 1) * TICK
+            sustained_at = self.breach_since + self.confirm_seconds
             self.decision_lags.append(max(0.0, view.ts - sustained_at))
             self.breach_since = None
             self.answered = False
@@ -202,6 +210,8 @@ def _controller(policy: str, model_load: float):  # type: ignore[no-untyped-def]
         return Tandem(model_load)
     if policy == "tandem-ip":
         return Tandem(IN_PLACE_FIRST_GUESS, in_place=True)
+    if policy == "tandem-ip2":
+        return Tandem(IN_PLACE_FIRST_GUESS, in_place=True, **FAST)
     return None
 
 
@@ -241,11 +251,11 @@ def evaluate(args: tuple[str, str, float, float, float]) -> Row:
             trace,
             *_split(policy),
             controller=controller,
-            tick=TICK,
+            tick=FAST["interval_seconds"] if policy == "tandem-ip2" else TICK,
             budget=BUDGET,
             model_load_seconds=model_load,
             cfg=PERF,
-            in_place=policy == "tandem-ip",
+            in_place=policy.startswith("tandem-ip"),
         )
         if isinstance(controller, Tandem):
             lags.extend(controller.decision_lags)
@@ -366,7 +376,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.phase, args.duration = 300.0, 300.0
-    policies = [f"static-{p}" for p in range(1, BUDGET)] + ["dynamo", "tandem", "tandem-ip"]
+    policies = [f"static-{p}" for p in range(1, BUDGET)] + ["dynamo", "tandem", "tandem-ip", "tandem-ip2"]
     if args.policies:
         policies = [p for p in policies if p in args.policies.split(",")]
     jobs = [
@@ -383,7 +393,7 @@ def main() -> None:
     print(
         f"budget {BUDGET} instances, SLO TTFT ≤ {TTFT_MS:g} ms and TBT ≤ {TBT_MS:g} ms, {args.duration:g} s "
         f"simulated per W2/W3 run, W1 four phases of {args.phase:g} s, model load {args.model_load:g} s, "
-        f"tick {TICK:g} s; "
+        f"tick {TICK:g} s ({FAST['interval_seconds']:g} s for tandem-ip2); "
         f"wall {time.perf_counter() - started:.0f} s"
     )
     header = (
