@@ -118,6 +118,8 @@ def unrouted_sweep(*, topology: Any, staged: dict[str, str]) -> list[str]:
         and p.labels.get(STAGED) == STAGED_BY_PLANNER
         and p.name not in staged
     }
+    if not orphans:
+        return []
     served = _served_now(topology, orphans)
     routed = stage_release(topology=topology, staged=orphans)
     for name in routed:
