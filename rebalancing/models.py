@@ -18,6 +18,10 @@ class PlannerMode(models.TextChoices):
     AUTO = "auto", "Auto (act)"
 
 
+# PlannerConfig.state's key for the pods the planner staged: {pod: the role it served}.
+STAGED_STATE_KEY = "staged_pods"
+
+
 class PlannerConfig(models.Model):
     topology = models.OneToOneField(
         "topologies.Topology", on_delete=models.CASCADE, related_name="planner_config"

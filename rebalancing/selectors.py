@@ -9,7 +9,15 @@ from typing import Any
 from django.db.models import QuerySet
 from django.urls import reverse
 
-from rebalancing.models import Decision, PlannerConfig, PlannerMode, Rebalance, RebalanceState, RoleOverride
+from rebalancing.models import (
+    STAGED_STATE_KEY,
+    Decision,
+    PlannerConfig,
+    PlannerMode,
+    Rebalance,
+    RebalanceState,
+    RoleOverride,
+)
 from rebalancing.observe import observation_from_snapshot
 from rebalancing.policy import Limits, Observation, Params
 from rebalancing.switching import switch_path
@@ -125,6 +133,11 @@ def rebalance_list(*, topology: Any) -> QuerySet[Rebalance]:
 
 def planners_to_tick() -> QuerySet[PlannerConfig]:
     return PlannerConfig.objects.exclude(mode=PlannerMode.OFF).select_related("topology", "topology__cluster")
+
+
+def planners_off_with_staged_pods() -> QuerySet[PlannerConfig]:
+    """Planners turned off while a staged pod could not be routed again (its pods are in the state)."""
+    return PlannerConfig.objects.filter(mode=PlannerMode.OFF, state__has_key=STAGED_STATE_KEY)
 
 
 def unplanned_topologies_with_overrides() -> list[Any]:

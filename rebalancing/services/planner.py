@@ -30,6 +30,7 @@ from rebalancing.services.staging import (
     SWEPT_KEY,
     stage_donors,
     stage_release,
+    stage_release_left,
     staged_pods,
     sweep_due,
     unrouted_sweep,
@@ -122,8 +123,10 @@ def planner_config_set(
     config.min_ratio = min_ratio
     config.max_ratio = max_ratio
     if changed_mode:
-        stage_release(topology=topology, staged=staged_pods(config.state))
-        config.state = {}
+        # Pods that cannot be routed again now stay in the state: the next interval (or, with the planner
+        # off, ``planner_release_left``) tries again.
+        left = stage_release_left(topology=topology, staged=staged_pods(config.state))
+        config.state = {STATE_KEY: left} if left else {}
     config.save()
     audit_record(
         action="topology.planner_set",
@@ -271,6 +274,20 @@ def _prepare(
     return Outcome.STARTED, f"out of routing ahead of the move: {new}", now, state
 
 
+@transaction.atomic
+def planner_release_left(*, config: PlannerConfig) -> dict[str, str]:
+    """With the planner off, route the staged pods its last mode change could not; returns those still
+    left (kept in its state for the next try)."""
+    locked = PlannerConfig.objects.select_for_update().select_related("topology").get(pk=config.pk)
+    staged = staged_pods(locked.state)
+    if locked.mode != PlannerMode.OFF or not staged:
+        return {}
+    left = stage_release_left(topology=locked.topology, staged=staged)
+    locked.state = {STATE_KEY: left} if left else {}
+    locked.save(update_fields=["state"])
+    return left
+
+
 def planner_tick_all(*, now: float | None = None) -> int:
     """Tick every planner that is on, move on every running rebalance, and keep the role overrides of
     topologies without a planner true to their pods; returns decisions stored."""
@@ -284,6 +301,8 @@ def planner_tick_all(*, now: float | None = None) -> int:
             continue
         if planner_tick(config=config, now=now) is not None:
             stored += 1
+    for config in selectors.planners_off_with_staged_pods():
+        planner_release_left(config=config)
     for topology in selectors.unplanned_topologies_with_overrides():
         overrides_refresh(topology=topology)
     return stored

@@ -12,14 +12,14 @@ from typing import Any
 from audit.services import audit_record
 from controlplane.api.errors import DomainError
 from kube.labels import NOT_SERVING, ROLE, SERVING_ROLE, STAGED, STAGED_BY_PLANNER
-from rebalancing.models import RoleOverride
+from rebalancing.models import STAGED_STATE_KEY, RoleOverride
 from rebalancing.moves import plan_switches
 from rebalancing.services.engine_steps import Engine, StepFailed
 from rebalancing.switching import in_place_problem, role_pods, serving_roles
 
 logger = logging.getLogger(__name__)
 
-STATE_KEY = "staged_pods"
+STATE_KEY = STAGED_STATE_KEY
 SWEPT_KEY = "unrouted_swept_at"
 # How often a free planner looks for pods left out of routing with no move to follow (one pod list).
 SWEEP_SECONDS = 60.0
@@ -76,20 +76,30 @@ def _served_now(topology: Any, staged: dict[str, str]) -> dict[str, str]:
 
 def stage_release(*, topology: Any, staged: dict[str, str]) -> list[str]:
     """Route staged pods again as the role they serve (``_served_now``); returns the pods routed (a pod
-    that is gone, or cannot be relabelled, is logged and left: its replacement starts routed, and the
-    sweep routes it later)."""
+    that is gone needs nothing: its replacement starts routed; one that cannot be relabelled is logged
+    and left to ``stage_release_left``'s caller or the sweep)."""
+    return list(_release(topology, staged)[0])
+
+
+def stage_release_left(*, topology: Any, staged: dict[str, str]) -> dict[str, str]:
+    """``stage_release``, returning the staged pods still out of routing (those it could not relabel)."""
+    return _release(topology, staged)[1]
+
+
+def _release(topology: Any, staged: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     if not staged:
-        return []
+        return [], {}
     engine = Engine(topology)
-    routed = []
+    routed, left = [], {}
     for name, role in _served_now(topology, staged).items():
         try:
             engine.relabel(name, role)
         except StepFailed as error:
             logger.warning("staged pod %s not routed again: %s", name, error.message)
+            left[name] = staged[name]
             continue
         routed.append(name)
-    return routed
+    return routed, left
 
 
 def sweep_due(state: dict[str, Any] | None, now: float) -> bool:

@@ -486,7 +486,7 @@ def test_the_planner_stages_a_donor_ahead_of_its_move_and_the_move_switches_it_f
 
 def _stage_then_move(mindie, conn, operator, ascend_sandbox) -> None:
     from rebalancing.models import Decision, Outcome, PlannerMode, Rebalance
-    from rebalancing.services import planner_config_set, planner_tick
+    from rebalancing.services import planner_config_set, planner_tick, planner_tick_all
 
     decodes = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")
     config = planner_config_set(
@@ -551,6 +551,28 @@ def _stage_then_move(mindie, conn, operator, ascend_sandbox) -> None:
         )
         assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "decode"
 
+    # Turned off while the API server refuses the relabel: the staged pod stays in the state, out of
+    # routing, and is routed again once the server answers (the planner is off, nothing else ticks it).
+    assert planner_tick(config=config, now=start + 10).action == "stage_prefill"
+    ascend_sandbox.api_fault("http_5xx", method="PATCH", path=f"/api/v1/namespaces/{mindie.namespace}/pods")
+    try:
+        off = planner_config_set(
+            topology=mindie, mode=PlannerMode.OFF, params=config.params, min_ratio=None, max_ratio=None,
+            actor=operator, source_ip=None,
+        )  # fmt: skip
+    finally:
+        ascend_sandbox.clear_api_faults()
+    assert off.state == {"staged_pods": {decodes[-1]: "decode"}}
+    assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "none"
+    planner_tick_all()
+    off.refresh_from_db()
+    assert off.state == {}
+    assert pods(conn, mindie)[decodes[-1]][SERVING_ROLE] == "decode"
+    config = planner_config_set(
+        topology=mindie, mode=PlannerMode.AUTO, params=config.params, min_ratio=None, max_ratio=None,
+        actor=operator, source_ip=None,
+    )  # fmt: skip
+
     # A breach that holds: staged at its first interval, moved at its second, the staged pod first.
     assert planner_tick(config=config, now=start + 10).action == "stage_prefill"
     moved = planner_tick(config=config, now=start + 15)
@@ -571,6 +593,7 @@ def _stage_then_move(mindie, conn, operator, ascend_sandbox) -> None:
     assert list(Decision.objects.filter(topology=mindie).values_list("rule", flat=True)) == [
         "demand_split",
         "stage",
+        "stage",  # before the planner was turned off
         "stage",  # before the mode changed
         "unstage",
         "stage",
