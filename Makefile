@@ -57,7 +57,7 @@ typecheck: $(STAMP)
 # The suite spends most of its time waiting on real processes (sandbox clusters, servers, workers), so
 # it runs in TEST_WORKERS parallel workers, one test module each at a time (tests/parallel.py gives every
 # worker its own Redis database; pytest-django, its own test database). TEST_WORKERS=0 runs it serially.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 unit: $(STAMP)
 	@mkdir -p var/staticfiles var/screenshots
 	$(TEST_ENV) $(BIN)/python -m pytest -p tests.parallel -n $(TEST_WORKERS) --dist loadfile -m "not browser" $(PYTEST_ARGS)

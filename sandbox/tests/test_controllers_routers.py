@@ -189,4 +189,6 @@ def _refused(url):
         requests.get(url, timeout=1)
     except requests.ConnectionError:
         return True
+    except requests.Timeout:  # still shutting down: ask again
+        return False
     return False
