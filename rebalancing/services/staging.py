@@ -59,19 +59,19 @@ def stage_donors(*, topology: Any, target: tuple[int, int], staged: dict[str, st
     return now
 
 
-def _served_now(topology: Any, staged: dict[str, str]) -> dict[str, str]:
+def _served_now(topology: Any, staged: dict[str, str], pods: list[Any] | None = None) -> dict[str, str]:
     """The role each staged pod is to be routed as: its override's after an in-place switch, else its
     template's, as the pods stand now (an engine restart while staged ends the override: the pod serves
     its template's role again). A pod that is gone is left out; the staged role when the cluster cannot
-    be asked."""
-    from rebalancing.switching import role_pods
-
-    try:
-        pods = {p.name: p for p in role_pods(topology)}
-    except (DomainError, ValueError):
-        return staged
+    be asked. ``pods``: the topology's pods when the caller has just listed them."""
+    if pods is None:
+        try:
+            pods = role_pods(topology)
+        except (DomainError, ValueError):
+            return staged
+    by_name = {p.name: p for p in pods}
     overrides = {o.pod: o.serving_role for o in RoleOverride.objects.filter(topology=topology)}
-    return {name: overrides.get(name, pods[name].labels[ROLE]) for name in staged if name in pods}
+    return {name: overrides.get(name, by_name[name].labels[ROLE]) for name in staged if name in by_name}
 
 
 def stage_release(*, topology: Any, staged: dict[str, str]) -> list[str]:
@@ -86,19 +86,22 @@ def stage_release_left(*, topology: Any, staged: dict[str, str]) -> dict[str, st
     return _release(topology, staged)[1]
 
 
-def _release(topology: Any, staged: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+def _release(
+    topology: Any, staged: dict[str, str], pods: list[Any] | None = None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """(the pods routed again, by the role they were routed as; those that could not be relabelled)."""
     if not staged:
-        return [], {}
+        return {}, {}
     engine = Engine(topology)
-    routed, left = [], {}
-    for name, role in _served_now(topology, staged).items():
+    routed, left = {}, {}
+    for name, role in _served_now(topology, staged, pods).items():
         try:
             engine.relabel(name, role)
         except StepFailed as error:
             logger.warning("staged pod %s not routed again: %s", name, error.message)
             left[name] = staged[name]
             continue
-        routed.append(name)
+        routed[name] = role
     return routed, left
 
 
@@ -115,8 +118,6 @@ def unrouted_sweep(*, topology: Any, staged: dict[str, str]) -> list[str]:
     (``_served_now``). A pod out of routing without the mark is left alone: a switch whose restore failed
     leaves its pod so on purpose. Returns the pods routed; a cluster that cannot be asked is left for the
     next sweep."""
-    from rebalancing.switching import role_pods
-
     try:
         pods = role_pods(topology)
     except (DomainError, ValueError):
@@ -130,18 +131,17 @@ def unrouted_sweep(*, topology: Any, staged: dict[str, str]) -> list[str]:
     }
     if not orphans:
         return []
-    served = _served_now(topology, orphans)
-    routed = stage_release(topology=topology, staged=orphans)
-    for name in routed:
+    routed, _ = _release(topology, orphans, pods)
+    for name, role in routed.items():
         text = (
             f"{name} was out of routing for a staged move that no longer holds it (a planner interval "
-            f"that failed after taking it out leaves it so): routed again as {served.get(name, '?')}"
+            f"that failed after taking it out leaves it so): routed again as {role}"
         )
         logger.warning(text)
         audit_record(
             action="rebalancing.unrouted_pod_routed",
             target=topology,
             actor_label="planner",
-            detail={"pod": name, "role": served.get(name, ""), "text": text},
+            detail={"pod": name, "role": role, "text": text},
         )
-    return routed
+    return list(routed)
