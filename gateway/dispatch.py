@@ -138,6 +138,7 @@ async def open_answer(
             f"Topology {entry.topology_name} cannot serve {entry.model}: {reason}, and it has no fallback. "
             "Configure a fallback upstream on the topology's gateway settings, or fix the cluster.",
             headers={"retry-after": "5"},
+            reason=reason,
         )
     call = _fallback_call(path, request, entry, raw)
     try:
@@ -151,6 +152,7 @@ async def open_answer(
             f"Topology {entry.topology_name} is unavailable ({reason}) "
             f"and its fallback too ({failed.reason}).",
             headers={"retry-after": "5"},
+            reason=failed.reason,
         ) from None
     if response.status in (401, 403):
         response.release()

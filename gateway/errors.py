@@ -38,6 +38,8 @@ class GatewayError(Exception):
     headers: dict[str, str] = field(default_factory=dict)
     # On a 429 from a key's limit: which limit, its value, when it resets (keys.limits.limit_details).
     limit: dict[str, object] | None = None
+    # Why the backend failed, in words, apart from the advice around it (the probes show it per leg).
+    reason: str = ""
 
     def __str__(self) -> str:
         return self.message

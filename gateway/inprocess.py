@@ -42,6 +42,17 @@ def force(entry: RouteEntry, backend: str | None) -> RouteEntry:
     return entry
 
 
+def _leg_error(error: GatewayError, entry: RouteEntry, backend: str | None) -> str:
+    """The error of a forced leg in its own words: the dispatch's message speaks of the route as the
+    leg saw it (the cluster leg has no fallback, the fallback leg no endpoint), not as configured."""
+    if backend == "cluster" and error.code == "cluster_unavailable" and error.reason:
+        return f"the cluster failed: {error.reason}"
+    if backend == "fallback" and error.code == "all_backends_down" and error.reason:
+        assert entry.fallback is not None
+        return f"the fallback upstream {entry.fallback.base_url} failed: {error.reason}"
+    return error.message
+
+
 async def chat(
     entry: RouteEntry,
     messages: list[dict[str, Any]],
@@ -69,7 +80,7 @@ async def chat(
             outcome.backend,
             (time.monotonic() - started) * 1000,
             None,
-            error=error.message,
+            error=_leg_error(error, entry, backend),
             error_code=error.code,
         )
     latency = (time.monotonic() - started) * 1000

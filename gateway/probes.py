@@ -257,7 +257,8 @@ async def concurrency(entry: RouteEntry, params: dict[str, Any]) -> ProbeResult:
             )
             n += 1
             if answer.status != 200:
-                errors[str(answer.status or answer.error_code)] = errors.get(str(answer.status), 0) + 1
+                key = str(answer.status or answer.error_code or "no answer")
+                errors[key] = errors.get(key, 0) + 1
                 continue
             latencies.append(answer.latency_ms)
             if answer.ttft_ms is not None:

@@ -52,6 +52,7 @@ class Window:
     seconds: float = 0.0  # the interval covered (mean over merged pods)
     pods: int = 0
     has_deltas: bool = False
+    present: set[str] = field(default_factory=set)  # the canonical fields the pods export at all
 
 
 def is_reset(current: RawSample, previous: RawSample) -> bool:
@@ -129,6 +130,7 @@ def merge_buckets(a: Buckets, b: Buckets) -> Buckets:
 def pod_window(current: RawSample, previous: RawSample | None) -> tuple[Window, bool]:
     """The pod's window and whether it restarted. Without a previous sample only gauges are known."""
     window = Window(gauges={k: [v] for k, v in current["gauges"].items()}, pods=1)
+    window.present = {*current["counters"], *current["gauges"], *current["histograms"]}
     if previous is None:
         return window, False
     seconds = current["ts"] - previous["ts"]
@@ -160,6 +162,7 @@ def merge(windows: Iterable[Window]) -> Window:
     seconds = []
     for window in windows:
         out.pods += window.pods
+        out.present |= window.present
         for name, values in window.gauges.items():
             out.gauges.setdefault(name, []).extend(values)
         if not window.has_deltas:
@@ -216,65 +219,109 @@ def metrics(window: Window) -> Metrics:
         out["kv_usage"] = sum(g["store_allocated_bytes"]) / capacity if capacity > 0 else None
     result = outcomes(window)
     if result is not None:
-        ok, failed, _ = result
-        out["requests_ps"] = (ok + failed) / window.seconds if window.seconds > 0 else None
-        if ok + failed > 0:
-            out["success_rate"] = ok / (ok + failed)
-            out["error_rate"] = failed / (ok + failed)
+        out["requests_ps"] = result.answered / window.seconds if window.seconds > 0 else None
+    if result is not None and result.answered > 0:
+        out["success_rate"] = result.ok / result.answered
+        out["error_rate"] = result.failed / result.answered
+        out["client_error_rate"] = result.client / result.answered
     for name, value in out.items():
         if isinstance(value, float):
             out[name] = significant(value)  # type: ignore[literal-required]
     return out
 
 
-HTTP_FAILURES = ("4xx", "429", "5xx", "other")
+# Status classes the engine failed (429: it was overloaded), and those it refused as the client's (a
+# prompt over the context, a bad parameter, an unknown model); ``4xx_class``: real vLLM counts statuses
+# by class only, so a 429 cannot be told from the client's 4xx there.
+HTTP_FAILURES = ("429", "5xx", "other")
+HTTP_CLIENT = ("4xx", "4xx_class")
 
 
-def outcomes(window: Window) -> tuple[float, float, dict[str, float]] | None:
-    """(answered, failed, failed by status class) of the requests a window's pods answered, or None
-    when its pods count no outcomes (or there is no interval yet).
+@dataclass(frozen=True)
+class Outcomes:
+    """The requests a window's pods answered: served, failed by the engine, refused as the client's."""
+
+    ok: float
+    failed: float
+    client: float = 0.0
+    classes: dict[str, float] = field(default_factory=dict)  # count per non-2xx class (failed and client)
+
+    @property
+    def answered(self) -> float:
+        return self.ok + self.failed + self.client
+
+    @property
+    def grouped(self) -> bool:
+        """The engine groups 4xx answers by class: a 429 would be among them, unseen."""
+        return self.classes.get("4xx_class", 0.0) > 0
+
+
+def outcomes(window: Window) -> Outcomes | None:
+    """The outcomes of the requests a window's pods answered, or None when its pods count no outcomes
+    (or there is no interval yet).
 
     Counted where the answers are seen: the router's ``kthena_router_requests_total{status_code}`` first,
     then the API server's ``http_requests_total{status}`` (every answer, including a 503 or 429 the
     engine core never saw), then the engines' own counters (vLLM ``request_success_total`` with
-    ``finished_reason="abort"`` as failures; MindIE ``request_success_total`` / ``request_failed_total``;
-    SGLang's finished-request histogram count, which has no failures)."""
+    ``finished_reason="abort"`` or ``"error"`` as failures; MindIE ``request_success_total`` /
+    ``request_failed_total``; SGLang's finished-request histogram count, which has no failures)."""
     if not window.has_deltas:
         return None
     d = window.deltas
     for prefix in ("router", "http"):
-        keys = [f"{prefix}_{cls}" for cls in ("2xx", *HTTP_FAILURES)]
+        keys = [f"{prefix}_{cls}" for cls in ("2xx", *HTTP_FAILURES, *HTTP_CLIENT)]
         if any(key in d for key in keys):
-            failed = {cls: d.get(f"{prefix}_{cls}", 0.0) for cls in HTTP_FAILURES}
-            failed = {cls: n for cls, n in failed.items() if n > 0}
-            return d.get(f"{prefix}_2xx", 0.0), sum(failed.values()), failed
-    names = [name for name in ("req_success", "req_failed", "req_aborted") if name in d]
+            counts = {cls: d.get(f"{prefix}_{cls}", 0.0) for cls in (*HTTP_FAILURES, *HTTP_CLIENT)}
+            classes = {cls: n for cls, n in counts.items() if n > 0}
+            failed = sum(classes.get(cls, 0.0) for cls in HTTP_FAILURES)
+            client = sum(classes.get(cls, 0.0) for cls in HTTP_CLIENT)
+            return Outcomes(d.get(f"{prefix}_2xx", 0.0), failed, client, classes)
+    names = [name for name in ("req_success", "req_failed", "req_aborted", "req_errored") if name in d]
     if names:
-        failed_n = d.get("req_failed", 0.0) + d.get("req_aborted", 0.0)
-        return d.get("req_success", 0.0), failed_n, ({"5xx": failed_n} if failed_n > 0 else {})
+        engine = {
+            "5xx": d.get("req_failed", 0.0),
+            "aborted": d.get("req_aborted", 0.0),
+            "error": d.get("req_errored", 0.0),
+        }
+        classes = {cls: n for cls, n in engine.items() if n > 0}
+        return Outcomes(d.get("req_success", 0.0), sum(classes.values()), 0.0, classes)
     if "e2e" in window.hists:
-        return window.hists["e2e"][-1][1], 0.0, {}
+        return Outcomes(window.hists["e2e"][-1][1], 0.0)
     return None
 
 
-def topology_outcomes(
-    role_windows: dict[str, Window],
-) -> tuple[float, float, dict[str, dict[str, float]]] | None:
+@dataclass(frozen=True)
+class TopologyOutcomes:
+    """What the clients saw, with the per-role outcomes behind it (the router's alone when collected)."""
+
+    ok: float
+    failed: float
+    client: float
+    roles: dict[str, Outcomes]
+
+    @property
+    def answered(self) -> float:
+        return self.ok + self.failed + self.client
+
+
+def topology_outcomes(role_windows: dict[str, Window]) -> TopologyOutcomes | None:
     """What the clients saw, from every role: in P/D a request is answered by decode after prefill, so
     the answered requests are decode's (or the aggregated pods'), and the failures are every role's (a
-    prefill that answers 429 or 5xx fails the client's request before decode sees it). A router's own
-    counters, when its pods are collected, are what the clients saw and win."""
+    prefill that answers 429 or 5xx fails the client's request before decode sees it); so are the
+    client's errors (a prompt over the context is refused by whichever pod reads it first). A router's
+    own counters, when its pods are collected, are what the clients saw and win."""
     per_role = {role: outcomes(window) for role, window in role_windows.items()}
     found = {role: value for role, value in per_role.items() if value is not None}
     if not found:
         return None
     if "router" in found:
-        ok, failed, by_class = found["router"]
-        return ok, failed, {"router": by_class}
+        seen = found["router"]
+        return TopologyOutcomes(seen.ok, seen.failed, seen.client, {"router": seen})
     answering: list[str] = [role for role in ("decode", "both") if role in found] or list(found)
-    ok = sum(found[role][0] for role in answering)
-    failed = sum(value[1] for value in found.values())
-    return ok, failed, {role: value[2] for role, value in found.items() if value[2]}
+    ok = sum(found[role].ok for role in answering)
+    failed = sum(value.failed for value in found.values())
+    client = sum(value.client for value in found.values())
+    return TopologyOutcomes(ok, failed, client, found)
 
 
 def significant(value: float, digits: int = 5) -> float:
@@ -295,11 +342,11 @@ def topology_metrics(role_windows: dict[str, Window]) -> Metrics:
         if value is not None:
             everything[name] = value  # type: ignore[literal-required]
     seen = topology_outcomes(role_windows)
-    everything["success_rate"] = everything["error_rate"] = None
-    if seen is not None and seen[0] + seen[1] > 0:
-        ok, failed, _ = seen
-        everything["success_rate"] = significant(ok / (ok + failed))
-        everything["error_rate"] = significant(failed / (ok + failed))
+    everything["success_rate"] = everything["error_rate"] = everything["client_error_rate"] = None
+    if seen is not None and seen.answered > 0:
+        everything["success_rate"] = significant(seen.ok / seen.answered)
+        everything["error_rate"] = significant(seen.failed / seen.answered)
+        everything["client_error_rate"] = significant(seen.client / seen.answered)
     return everything
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from telemetry.derive import HTTP_CLIENT, HTTP_FAILURES, Outcomes, TopologyOutcomes
 from telemetry.snapshot import Health, HealthState, LinkSample, PodSample, Slo, SloState
 
 SloMetric = Literal["ttft", "tbt"]
@@ -74,26 +75,70 @@ def pod_reason(pod: PodSample, detail: str | None, restarts: int) -> str | None:
 
 ERROR_RATE_DEGRADED = 0.01  # more than 1 % of the requests failing in an interval needs attention
 ERROR_RATE_DOWN = 0.9  # 90 % or more failing: the topology is not serving
-CLASS_WORDS = {"4xx": "4xx", "429": "429 (rate limited)", "5xx": "5xx", "other": "other errors"}
-RequestOutcomes = tuple[float, float, dict[str, dict[str, float]]]
+CLIENT_ERRORS_NOTED = 0.5  # client errors are noted (never a failure) when they are most of the answers
+CLASS_WORDS = {
+    "429": "429 (rate limited)",
+    "5xx": "5xx",
+    "other": "other errors",
+    "aborted": "aborted",
+    "error": "engine errors",
+    "4xx": "4xx",
+    "4xx_class": "4xx",
+}
 
 
-def request_error_reason(outcomes: RequestOutcomes | None, interval_s: float) -> str | None:
-    """``"77 of 120 requests failed in the last 2 s (decode pods answered 5xx ×77)"``, or None."""
-    if outcomes is None:
-        return None
-    ok, failed, by_role = outcomes
-    total = ok + failed
-    if failed <= 0 or total <= 0 or failed / total <= ERROR_RATE_DEGRADED:
-        return None
+def _answered_by(roles: dict[str, Outcomes], classes: tuple[str, ...]) -> str:
     parts = []
-    for role, classes in sorted(by_role.items()):
-        answered = ", ".join(f"{CLASS_WORDS.get(c, c)} ×{n:.0f}" for c, n in sorted(classes.items()))
+    for role, seen in sorted(roles.items()):
+        counted = sorted((c, n) for c, n in seen.classes.items() if c in classes)
+        if not counted:
+            continue
+        answered = ", ".join(f"{CLASS_WORDS.get(c, c)} ×{n:.0f}" for c, n in counted)
         who = "the router" if role == "router" else f"{role} pods"
         parts.append(f"{who} answered {answered}")
-    detail = f" ({'; '.join(parts)})" if parts else ""
-    what = "requests" if "router" in by_role else "requests to the pods (retries included)"
-    return f"{failed:.0f} of {total:.0f} {what} failed in the last {interval_s:g} s{detail}"
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _what(seen: TopologyOutcomes) -> str:
+    return "requests" if "router" in seen.roles else "requests to the pods (retries included)"
+
+
+def request_error_reason(seen: TopologyOutcomes | None, interval_s: float) -> str | None:
+    """``"77 of 120 requests failed in the last 2 s (decode pods answered 5xx ×77)"``, or None. Only the
+    engine's failures count: an answer refused as the client's (4xx) is the engine working."""
+    if seen is None:
+        return None
+    total = seen.answered
+    if seen.failed <= 0 or total <= 0 or seen.failed / total <= ERROR_RATE_DEGRADED:
+        return None
+    detail = _answered_by(seen.roles, (*HTTP_FAILURES, "aborted", "error"))
+    return f"{seen.failed:.0f} of {total:.0f} {_what(seen)} failed in the last {interval_s:g} s{detail}"
+
+
+def client_errors_grouped(seen: TopologyOutcomes | None) -> bool:
+    """Most answers were 4xx counted by class only (real vLLM): a 429 of the engine's would hide there."""
+    if seen is None or seen.answered <= 0 or seen.client / seen.answered < CLIENT_ERRORS_NOTED:
+        return False
+    return any(value.grouped for value in seen.roles.values())
+
+
+def client_error_note(seen: TopologyOutcomes | None, interval_s: float) -> str | None:
+    """When most answers were the client's errors: said, never counted as the engine failing."""
+    if seen is None or seen.answered <= 0 or seen.client / seen.answered < CLIENT_ERRORS_NOTED:
+        return None
+    detail = _answered_by(seen.roles, HTTP_CLIENT)
+    grouped = any(value.grouped for value in seen.roles.values())
+    tail = (
+        "; the engine counts statuses by class, so a 429 of its own would be among them: if the clients are "
+        "not at fault, look at its queue and KV-cache usage"
+        if grouped
+        else ""
+    )
+    return (
+        f"{seen.client:.0f} of {seen.answered:.0f} {_what(seen)} in the last {interval_s:g} s were refused "
+        f"as the client's{detail}: the engines are serving; check what the clients send (a prompt longer "
+        f"than the model's context, an unknown model name, a bad parameter){tail}"
+    )
 
 
 def topology_health(
@@ -103,7 +148,7 @@ def topology_health(
     slo: Slo,
     pod_reasons: list[str],
     extra: list[str],
-    requests: RequestOutcomes | None = None,
+    requests: TopologyOutcomes | None = None,
     interval_s: float = 0.0,
 ) -> Health:
     """The topology's state and the reasons, most severe first. A topology failing its requests is
@@ -133,13 +178,18 @@ def topology_health(
     if serving and no_ready_role:
         state = "down"
         reasons.insert(0, f"no {' or '.join(no_ready_role)} pod is Ready: requests cannot be served")
-    elif requests is not None and requests[1] > 0 and requests[1] >= ERROR_RATE_DOWN * sum(requests[:2]):
+    elif requests is not None and 0 < requests.failed >= ERROR_RATE_DOWN * requests.answered:
         state = "down"
         reasons.insert(0, "nearly every request failed: the topology is not serving")
     elif links and all(link["state"] == "down" for link in links):
         state = "down"
         reasons.insert(0, "every KV link is down: decode pods cannot receive KV from prefill")
-    return Health(state=state, reasons=reasons)
+    note = client_error_note(requests, interval_s)
+    if note is None:
+        return Health(state=state, reasons=reasons)
+    if state == "healthy" and client_errors_grouped(requests):
+        state = "degraded"  # most answers were 4xx that may hide the engine's 429s: needs a look, not "down"
+    return Health(state=state, reasons=[*reasons, note])
 
 
 GATEWAY_MIN_REQUESTS = 5  # fewer requests through the gateway say too little to judge by

@@ -136,6 +136,19 @@ class Connector:
     bytes_per_s: float | None = None
 
 
+# The canonical fields a connector's Prometheus families give (telemetry.parse): a decode pod exporting
+# none of them has no such family at all (vLLM 0.32's Mooncake connector: ``mooncake/stats.py`` has no
+# Prometheus class yet; 0.33 adds ``vllm:mooncake_*``), which is no evidence, never "0 transfers".
+CONNECTOR_FIELDS = frozenset(
+    {"xfer_time", "xfer_bytes", "xfer_failed", "xfer_failed_recvs", "xfer_failed_notifications",
+     "xfer_expired", "bootstrap_failed", "kv_transfer_latency_ms", "kv_transfer_speed_gb_s"}
+)  # fmt: skip
+
+
+def connector_exported(window: Window | None) -> bool:
+    return window is not None and bool(CONNECTOR_FIELDS & window.present)
+
+
 def _connector(window: Window | None) -> Connector:
     """Transfers, failures, transfer time and bytes/s of the decode pod's connector in this interval."""
     if window is None or not window.has_deltas:
@@ -223,10 +236,15 @@ def pair_link(
         )
     conn = _connector(window)
     transfers, pod_failed, p95 = conn.transfers, conn.failed, conn.p95_ms
-    if view.metrics and window is not None and window.has_deltas:
+    blind = list(view.blind)
+    if view.metrics and window is not None and window.has_deltas and connector_exported(window):
         seen = seen or transfers > 0 or pod_failed > 0  # an idle connector says nothing about the link
         text = f"{view.metrics} on {pair.decode}: {transfers:.0f} transfers, {pod_failed:.0f} failed"
         sources.append(_source(kind="metrics", detail=text, ts=metrics_ts))
+    elif view.metrics and window is not None and window.present:
+        absent = f"{pair.decode} exports no {view.metrics} family: its engine version's connector has none"
+        blind.insert(0, absent)
+        sources.append(_source(kind="metrics", detail=f"{absent} (no evidence, not zero)", ts=metrics_ts))
     pod_failures = pod_failed if not mine else 0.0
     if unattributed and not mine:
         pod_failures = max(pod_failures, float(len(unattributed)))
@@ -267,7 +285,7 @@ def pair_link(
     if state == "unknown":
         reasons.append(
             f"nothing that can see {pair.prefill} → {pair.decode} reported in this interval: "
-            + "; ".join(view.blind)
+            + "; ".join(blind)
         )
     observed = [s["ts"] for s in sources if s["ts"] is not None]
     return LinkSample(
@@ -286,7 +304,7 @@ def pair_link(
         shared=shared,
         sources=sources,
         observed_at=max(observed) if observed else None,
-        blind=list(view.blind),
+        blind=blind,
     )
 
 

@@ -3,10 +3,17 @@
 Real engines write these lines (docs/kv-links.md has the table with their sources); Tandem reads the
 recent lines of prefill and decode pods through the Kubernetes API (``pods/log``) every interval:
 
-- vLLM NixlConnector (decode side): ``NIXL transfer failed for request <id> with state <state>. Marking
-  blocks as invalid.`` and ``Handshake with <remote engine id> failed``.
-- vLLM / vllm-ascend Mooncake connectors (sending, prefill side): ``Failed to transfer KV cache for
-  request <id>: <error>``; ``Failed to connect to bootstrap server <addr>``.
+- vLLM NixlConnector, 0.32 and 0.33 (``nixl/base_worker.py`` ``_log_failure``): ``NIXL transfer failure:
+  <failure_type>[. <msg>] | Context: {'failure_type': ..., 'request_id': <id>, 'engine_id': ...,
+  'remote_engine_id': ..., 'remote_host': <prefill host>, 'remote_port': ..., ...}``; a
+  ``handshake_*`` or ``push_*handshake*`` type is the link, the others (``transfer_failed``,
+  ``transfer_exception``, ``transfer_setup_failed``, ``notification_failed``, ...) a transfer. Older
+  releases: ``NIXL transfer failed for request <id> with state <state>. Marking blocks as invalid.`` and
+  ``Handshake with <remote engine id> failed``.
+- vLLM MooncakeConnector, 0.32 and 0.33 (decode side, ``mooncake_connector.py``): ``pulling kv_caches for
+  ['<id>', ...] failed: <reason>`` (one finding per request) and ``Failed to connect to bootstrap server
+  <addr> (<error type>): <error>``; vllm-ascend's Mooncake connector (prefill side): ``Failed to transfer
+  KV cache for request <id>: <error>``.
 - vllm-ascend LLM-DataDist connector (decode side): ``Successfully build link with cluster id <cid> with
   cluster name pd_comm_<prefill device ip>_<decode device ip> !``, then per pull ``remote cluster id is:
   <cid>`` and, when it fails, ``... Timeout during pull_blocks, ...``; ``Linking failed, comm id: <id>``;
@@ -37,6 +44,11 @@ class LogFinding(TypedDict):
 
 
 _NIXL_FAIL = re.compile(r"NIXL transfer failed for request (\S+) with state (\S+?)\.")
+_NIXL_FAILURE = re.compile(r"NIXL transfer failure: (\w+)")
+_NIXL_REQUEST = re.compile(r"'request_id': '([^']+)'")
+_NIXL_HOST = re.compile(r"'remote_host': '([^']+)'")
+_MOONCAKE_PULL = re.compile(r"pulling kv_caches for \[([^\]]*)\] failed")
+_QUOTED = re.compile(r"'([^']+)'")
 _NIXL_HANDSHAKE = re.compile(r"Handshake with (\S+) failed")
 _MOONCAKE_FAIL = re.compile(r"Failed to transfer KV cache for request (\S+?):")
 _MOONCAKE_BOOTSTRAP = re.compile(r"Failed to connect to bootstrap server (\S+)")
@@ -49,7 +61,8 @@ _DATADIST_LINK_FAILED = re.compile(r"Linking failed, comm id: (\S+)")
 _DATADIST_RET = re.compile(r"link, ret=(LLM_[A-Z_]+)")
 _SGLANG_LOST = re.compile(r"Losing connection with prefill instance \(bootstrap_addr: ([^)\s]+)\)")
 _SGLANG_SEND = re.compile(r"Failed to send kv chunk of \S+ to ([\d.]+):(\d+)")
-MAX_LINE = 300
+MAX_LINE = 300  # characters of a line kept for the operator
+MAX_READ = 4000  # characters of a line matched (NIXL's context names the peer host past MAX_LINE)
 PROBE_ID_PREFIX = "tandem-probe-"
 ANCHOR = 3  # lines remembered per pod to find where the previous read ended
 
@@ -76,9 +89,22 @@ def scan(pod: str, lines: Iterable[str], clusters: dict[str, str]) -> list[LogFi
     findings: list[LogFinding] = []
     remote_cluster: str | None = None
     for raw in lines:
-        line = raw.strip()[:MAX_LINE]
-        if "NIXL" in line and (match := _NIXL_FAIL.search(line)):
+        whole = raw.strip()[:MAX_READ]
+        line = whole[:MAX_LINE]
+        if "NIXL" in line and (match := _NIXL_FAILURE.search(line)):
+            kind: FindingKind = "link_failed" if "handshake" in match[1] else "transfer_failed"
+            request = _NIXL_REQUEST.search(whole)
+            host = _NIXL_HOST.search(whole)
+            findings.append(
+                _finding(
+                    pod, kind, line, request=request[1] if request else None, peer=host[1] if host else None
+                )
+            )
+        elif "NIXL" in line and (match := _NIXL_FAIL.search(line)):
             findings.append(_finding(pod, "transfer_failed", line, request=match[1]))
+        elif match := _MOONCAKE_PULL.search(whole):
+            requests = _QUOTED.findall(match[1]) or [None]
+            findings.extend(_finding(pod, "transfer_failed", line, request=r) for r in requests)
         elif match := _NIXL_HANDSHAKE.search(line):
             findings.append(_finding(pod, "link_failed", line))
         elif match := _MOONCAKE_FAIL.search(line):
@@ -126,15 +152,14 @@ def for_pair(
     for finding in findings:
         if finding["pod"] not in (prefill, decode):
             continue
-        peer = finding["peer_address"]
-        if finding["request"] is not None:
-            if any(probe in finding["request"] for probe in probe_requests):
-                mine.append(finding)
-            elif PROBE_ID_PREFIX not in finding["request"]:  # another pair's probe is that pair's
-                unattributed.append(finding)
-        elif peer is not None:
+        peer, request = finding["peer_address"], finding["request"]
+        if request is not None and any(probe in request for probe in probe_requests):
+            mine.append(finding)
+        elif request is not None and PROBE_ID_PREFIX in request:
+            continue  # another pair's probe is that pair's
+        elif peer is not None:  # a line naming its peer (NIXL's remote_host) belongs to that pair
             other = decode_ip if finding["pod"] == prefill else prefill_ip
-            if peer == other:
+            if _host(peer) == other:
                 mine.append(finding)
         else:
             unattributed.append(finding)

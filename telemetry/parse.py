@@ -56,7 +56,9 @@ REQUEST_SUCCESS_BY_REASON = "vllm:request_success_total"
 # engine's request counters never count: a 503 from an overloaded server, a 429, a proxy error.
 HTTP_REQUESTS = "http_requests_total"
 ROUTER_REQUESTS = "kthena_router_requests_total"
-INFERENCE_HANDLERS = frozenset({"/v1/completions", "/v1/chat/completions"})
+# Every route a real vLLM (0.32) generates on: OpenAI completions and chat, the Responses API and
+# Anthropic's Messages API (the handler label is the route's path template).
+INFERENCE_HANDLERS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages"})
 
 # sample name -> canonical gauge field
 GAUGES: dict[str, str] = {
@@ -220,12 +222,20 @@ NO_LABELS: tuple[tuple[str, str], ...] = ()
 
 def status_field(prefix: str, status: str) -> str:
     """``http_2xx`` / ``http_4xx`` / ``http_429`` / ``http_5xx`` (``router_...``) for a status label that is a
-    class (``"5xx"``) or a code (``"503"``); 429 is kept apart when the code is known (back-pressure)."""
+    code (``"503"``) or a class (``"5xx"``); 429 is kept apart when the code is known (back-pressure). A
+    ``"4xx"`` class (real vLLM groups statuses so) is ``http_4xx_class``: a 429 may be among them."""
     status = status.strip().lower()
     if status == "429":
         return f"{prefix}_429"
     head = status[:1]
+    if head == "4" and status.endswith("xx"):
+        return f"{prefix}_4xx_class"
     return f"{prefix}_{head}xx" if head in ("1", "2", "3", "4", "5") else f"{prefix}_other"
+
+
+# vLLM's ``finished_reason`` values that are failures: the client went away or the request was aborted
+# (``abort``), the engine failed it (``error``: an internal error, answered 500).
+FAILED_REASONS = {"abort": "req_aborted", "error": "req_errored"}
 
 
 def classify(name: str, labels: dict[str, str], value: float) -> tuple[Entry, ...]:
@@ -233,7 +243,7 @@ def classify(name: str, labels: dict[str, str], value: float) -> tuple[Entry, ..
     if math.isnan(value):
         return ()
     if name == REQUEST_SUCCESS_BY_REASON:
-        field = "req_aborted" if labels.get("finished_reason") == "abort" else "req_success"
+        field = FAILED_REASONS.get(labels.get("finished_reason", ""), "req_success")
         return ((COUNTER, field, 0.0, value, name, NO_LABELS),)
     if name == HTTP_REQUESTS:
         if labels.get("handler") not in INFERENCE_HANDLERS:

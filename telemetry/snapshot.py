@@ -22,8 +22,11 @@ Units and conventions (the same everywhere, also in the stored series of ``telem
 - ``prompt_tps`` / ``gen_tps``: prompt and generated tokens per second.
 - ``running`` / ``waiting``: requests in the running batch / queued (gauges, summed over pods).
 - ``kv_usage``: KV-cache usage 0..1 (mean over pods for a role or the topology).
-- ``requests_ps``: finished requests per second; ``success_rate`` = successful / finished (0..1),
-  ``error_rate`` = failed or aborted / finished (0..1); both ``None`` when nothing finished.
+- ``requests_ps``: answered requests per second; ``success_rate`` = served (2xx) / answered,
+  ``error_rate`` = failed by the engine (5xx, 429, aborted, errored) / answered, ``client_error_rate`` =
+  refused as the client's (4xx other than 429: a prompt over the context, a bad parameter) / answered
+  (0..1, the three add up to 1); ``None`` when nothing was answered. Real vLLM counts statuses by class
+  (``4xx``), so a 429 of its own would be among its client errors.
 - ``slo.ttft_ms`` / ``slo.tbt_ms`` are the TARGETS (ms, ``None`` when the topology sets none);
   ``slo.ttft_p95_ms`` / ``slo.tbt_p95_ms`` the observed p95s they are compared with.
 - ``health.state``: ``healthy`` | ``degraded`` (something needs attention: a pod not Ready, a scrape
@@ -83,6 +86,7 @@ class Metrics(TypedDict):
     requests_ps: float | None
     success_rate: float | None
     error_rate: float | None
+    client_error_rate: float | None
 
 
 class PodSample(Metrics):
@@ -202,6 +206,7 @@ def empty_metrics() -> Metrics:
         requests_ps=None,
         success_rate=None,
         error_rate=None,
+        client_error_rate=None,
     )
 
 

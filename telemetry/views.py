@@ -33,6 +33,7 @@ POD_COLUMNS: tuple[tuple[str, str, bool], ...] = (
     ("waiting", "Waiting", True),
     ("kv_usage", "KV usage", True),
     ("error_rate", "Errors", True),
+    ("client_error_rate", "Client 4xx", True),
 )
 
 

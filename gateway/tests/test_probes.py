@@ -110,3 +110,29 @@ def test_bad_probe_settings_name_the_field(make_topology, admin_user):
     assert "concurrency_clients" in caught.value.fields
     with pytest.raises(DomainError):
         probe_run_start(topology=topology, kinds=["nope"], params={}, actor=admin_user)
+
+
+def test_the_cluster_leg_of_the_fallback_comparison_speaks_of_the_cluster(
+    make_topology, admin_user, fallback_stack
+):
+    """A failing cluster beside a configured fallback: the cluster leg says why it failed, never that the
+    topology has no fallback (the leg is tried without it on purpose)."""
+    from tests.support import closed_port
+
+    topology = make_topology()
+    route_update(
+        topology=topology,
+        changes={
+            "endpoint_url": f"http://127.0.0.1:{closed_port()}",
+            "fallback_base_url": f"{fallback_stack.url}/v1",
+            "fallback_model": FALLBACK_MODEL,
+        },
+        actor=admin_user,
+    )
+    _, results = _run(topology, admin_user, ["fallback"])
+    result = results["fallback"]
+    assert not result["passed"]
+    assert result["figures"]["fallback"]["status"] == 200
+    diagnosis = " ".join(result["diagnosis"])
+    assert "cluster: the cluster failed: cannot connect" in diagnosis, diagnosis
+    assert "no fallback" not in diagnosis, diagnosis

@@ -74,6 +74,7 @@
     ["name", "text"], ["role", "text"], ["ready", "ready"], ["hit_rate", "percent"], ["ttft_p95", "seconds"],
     ["tbt_p95", "seconds"], ["prompt_tps", "rate"], ["gen_tps", "rate"], ["running", "count"],
     ["waiting", "count"], ["kv_usage", "percent"], ["error_rate", "percent"],
+    ["client_error_rate", "percent"],
   ];
   function sortValue(pod, key) {
     if (key === "ready") { return pod.stale ? 0 : pod.ready ? 2 : 1; }

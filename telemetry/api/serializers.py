@@ -155,9 +155,13 @@ UNITS: dict[str, str] = {
     "running": "Requests in the running batch (count).",
     "waiting": "Requests queued (count).",
     "kv_usage": "KV-cache usage, 0..1 (mean over pods).",
-    "requests_ps": "Finished requests per second.",
-    "success_rate": "Successful / finished requests, 0..1.",
-    "error_rate": "Failed or aborted / finished requests, 0..1.",
+    "requests_ps": "Answered requests per second.",
+    "success_rate": "Served (2xx) / answered requests, 0..1.",
+    "error_rate": "Failed by the engine (5xx, 429, aborted, errored) / answered requests, 0..1.",
+    "client_error_rate": (
+        "Refused as the client's (4xx other than 429: a prompt over the context, a bad parameter) / answered "
+        "requests, 0..1. Real vLLM counts statuses by class, so a 429 of its own would be counted here."
+    ),
 }
 
 
@@ -180,6 +184,7 @@ class MetricsSerializer(serializers.Serializer):
     requests_ps = serializers.FloatField(allow_null=True, help_text=UNITS["requests_ps"])
     success_rate = serializers.FloatField(allow_null=True, help_text=UNITS["success_rate"])
     error_rate = serializers.FloatField(allow_null=True, help_text=UNITS["error_rate"])
+    client_error_rate = serializers.FloatField(allow_null=True, help_text=UNITS["client_error_rate"])
 
 
 class RoleSampleSerializer(MetricsSerializer):

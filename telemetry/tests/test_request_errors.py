@@ -6,9 +6,19 @@ import pytest
 
 from telemetry.assemble import PodResult, PodTarget, build_snapshot, empty_state
 from telemetry.derive import metrics, outcomes, pod_window, topology_outcomes
-from telemetry.health import request_error_reason
+from telemetry.health import request_error_reason, topology_health
 from telemetry.parse import parse_metrics
+from telemetry.snapshot import PodSample, Slo, empty_metrics
 from telemetry.tests.exposition import vllm_text
+
+NO_SLO = Slo(ttft_ms=None, tbt_ms=None, ttft_p95_ms=None, tbt_p95_ms=None, state="unknown")
+
+
+def pod_sample(name: str, role: str) -> PodSample:
+    return PodSample(
+        **empty_metrics(), name=name, role=role, ip="127.0.0.9", ready=True, phase="Running", engine="vllm",
+        stale=False, error=None, restarted=False,
+    )  # fmt: skip
 
 
 def http(**by_status: float) -> str:
@@ -42,7 +52,7 @@ def window(before: str, after: str):
 def test_http_status_counters_are_read_for_inference_handlers_only():
     raw = parse_metrics(vllm_text() + http(s2xx=10, s5xx=3, s4xx=1), ts=1.0)
     assert raw["counters"]["http_2xx"] == 10 and raw["counters"]["http_5xx"] == 3
-    assert raw["counters"]["http_4xx"] == 1  # the /metrics handler's 999 is not a request outcome
+    assert raw["counters"]["http_4xx_class"] == 1  # the /metrics handler's 999 is not a request outcome
     exact = parse_metrics(http(s503=2, s429=1), ts=1.0)["counters"]
     assert exact == {"http_5xx": 2.0, "http_429": 1.0}  # exact codes when the exporter keeps them
 
@@ -50,36 +60,41 @@ def test_http_status_counters_are_read_for_inference_handlers_only():
 def test_answers_the_engine_core_never_saw_are_failures():
     """A 503 from the API server is in http_requests_total, never in vllm:request_success_total."""
     w = window(vllm_text() + http(s2xx=10), vllm_text() + http(s2xx=10, s5xx=7))
-    ok, failed, by_class = outcomes(w)
-    assert (ok, failed, by_class) == (0.0, 7.0, {"5xx": 7.0})
+    seen = outcomes(w)
+    assert (seen.ok, seen.failed, seen.client, seen.classes) == (0.0, 7.0, 0.0, {"5xx": 7.0})
     values = metrics(w)
     assert (values["success_rate"], values["error_rate"]) == (0.0, 1.0)
 
 
 def test_a_labelled_series_that_appears_counts_from_zero():
     w = window(vllm_text() + http(s2xx=10), vllm_text() + http(s2xx=12, s4xx=3))
-    assert w.deltas["http_4xx"] == 3.0  # first seen now: its whole value happened in this interval
+    assert w.deltas["http_4xx_class"] == 3.0  # first seen now: its whole value happened in this interval
 
 
 def test_topology_failures_are_every_roles_and_its_answers_decodes():
-    prefill = window(http(s2xx=0), http(s2xx=20, s4xx=30))  # prefill pods answering 429
+    prefill = window(http(s2xx=0), http(s2xx=20, s429=30))  # prefill pods answering 429
     decode = window(http(s2xx=0), http(s2xx=20))
-    ok, failed, by_role = topology_outcomes({"prefill": prefill, "decode": decode})
-    assert (ok, failed) == (20.0, 30.0)
-    assert by_role == {"prefill": {"4xx": 30.0}}
-    reason = request_error_reason((ok, failed, by_role), 2.0)
+    seen = topology_outcomes({"prefill": prefill, "decode": decode})
+    assert (seen.ok, seen.failed, seen.client) == (20.0, 30.0, 0.0)
+    assert {role: value.classes for role, value in seen.roles.items()} == {
+        "prefill": {"429": 30.0},
+        "decode": {},
+    }
+    reason = request_error_reason(seen, 2.0)
     assert reason == (
         "30 of 50 requests to the pods (retries included) failed in the last 2 s "
-        "(prefill pods answered 4xx ×30)"
+        "(prefill pods answered 429 (rate limited) ×30)"
     )
 
 
 def test_the_routers_counters_are_what_clients_saw_and_win():
     r = window(router(s200=0), router(s200=43, s502=77))
     decode = window(http(s2xx=0), http(s2xx=43, s5xx=300))  # retries inflate the engines' counts
-    ok, failed, by_role = topology_outcomes({"router": r, "decode": decode})
-    assert (ok, failed, by_role) == (43.0, 77.0, {"router": {"5xx": 77.0}})
-    assert request_error_reason((ok, failed, by_role), 2.0) == (
+    seen = topology_outcomes({"router": r, "decode": decode})
+    assert (seen.ok, seen.failed, list(seen.roles), seen.roles["router"].classes) == (
+        43.0, 77.0, ["router"], {"5xx": 77.0},
+    )  # fmt: skip
+    assert request_error_reason(seen, 2.0) == (
         "77 of 120 requests failed in the last 2 s (the router answered 5xx ×77)"
     )
 
@@ -119,7 +134,7 @@ def snapshot(results):
     [
         (http(s2xx=5 + 43, s5xx=77), "", "degraded"),  # issue repro: 77 of 120 failed
         (http(s2xx=5, s5xx=120), "", "down"),  # nothing served
-        (http(s2xx=5 + 10), http(s2xx=5 + 10, s4xx=110), "down"),  # 429 on prefill: 110 of 120
+        (http(s2xx=5 + 10), http(s2xx=5 + 10, s429=110), "down"),  # 429 on prefill: 110 of 120
         (http(s2xx=5 + 100), "", "healthy"),
     ],
 )
@@ -173,3 +188,21 @@ def test_collection_counts_the_gateways_records(db, admin_user):
             latency_ms=1.0,
         )
     assert recent_outcomes(topology_id=topology.pk, since=now - timezone.timedelta(minutes=1)) == (4, 3, 1)
+
+
+def test_client_errors_the_engine_names_exactly_leave_the_topology_healthy_and_are_said():
+    """A router that counts exact codes: 400s are the clients' own; a 429 would be named apart."""
+    r = window(router(s200=0), router(s200=10, s400=30))
+    seen = topology_outcomes({"router": r})
+    assert (seen.ok, seen.failed, seen.client) == (10.0, 0.0, 30.0)
+    assert request_error_reason(seen, 2.0) is None
+    snap_health = topology_health(
+        pods=[pod_sample("router-0", "router"), pod_sample("decode-0", "decode")],
+        links=[], slo=NO_SLO, pod_reasons=[], extra=[], requests=seen, interval_s=2.0,
+    )  # fmt: skip
+    assert snap_health["state"] == "healthy"
+    (note,) = snap_health["reasons"]
+    assert note.startswith(
+        "30 of 40 requests in the last 2 s were refused as the client's (the router answered 4xx ×30)"
+    )
+    assert "429" not in note
