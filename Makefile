@@ -12,7 +12,7 @@ TEST_ENV := \
 	FIELD_ENCRYPTION_KEYS=$${TEST_FIELD_ENCRYPTION_KEYS:-qx7dD0H3ZxKdbMgFq3aXNd7R5lOqdRkk2m8Wq1fW0cM=} \
 	TANDEM_HTTPS=false DEBUG=false LOG_LEVEL=warning PASSWORD_HASH_ITERATIONS=1000
 
-.PHONY: demo api-key test install lint typecheck unit browser clean lock
+.PHONY: demo api-key test install lint typecheck unit browser clean lock real-engine
 
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 
@@ -54,11 +54,17 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(TEST_ENV) $(BIN)/mypy .
 
+# The real engine the conformance suite runs beside the simulated one (realengine/): vLLM for the CPU in
+# a virtualenv of its own under ~/.cache/tandem (TANDEM_REAL_ENGINE_HOME), installed once per machine
+# (3.5 GB, about 3 minutes); a failed install stops here and prints the command that repeats it.
+real-engine: $(RUNTIME_STAMP)
+	$(BIN)/python -m realengine.install
+
 # The suite spends most of its time waiting on real processes (sandbox clusters, servers, workers), so
 # it runs in TEST_WORKERS parallel workers, one test module each at a time (tests/parallel.py gives every
 # worker its own Redis database; pytest-django, its own test database). TEST_WORKERS=0 runs it serially.
 TEST_WORKERS ?= 2
-unit: $(STAMP)
+unit: $(STAMP) real-engine
 	@mkdir -p var/staticfiles var/screenshots
 	$(TEST_ENV) $(BIN)/python -m pytest -p tests.parallel -n $(TEST_WORKERS) --dist loadfile -m "not browser" $(PYTEST_ARGS)
 

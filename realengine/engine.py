@@ -64,6 +64,7 @@ class Engine:
     args: list[str] = field(default_factory=list)
     cores: str | None = None
     max_num_seqs: int = 8
+    served_name: str = MODEL_NAME
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -73,7 +74,7 @@ class Engine:
     def command(self, python: Path, model: Path) -> list[str]:
         return [
             str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-            "--served-model-name", MODEL_NAME, "--host", self.host, "--port", str(self.port),
+            "--served-model-name", self.served_name, "--host", self.host, "--port", str(self.port),
             "--enable-prefix-caching", "--max-model-len", str(CONTEXT),
             "--max-num-seqs", str(self.max_num_seqs), "--enforce-eager", *self.args,
         ]  # fmt: skip

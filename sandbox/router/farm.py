@@ -2,7 +2,8 @@
 
 Each request goes to a prefill pod (prefix affinity, else least loaded) with
 `kv_transfer_params: {do_remote_decode: true}` and `max_tokens: 1`, then — with the prefill's
-`kv_transfer_params` — to a decode pod of the same group, whose answer (streamed or not) is relayed.
+`kv_transfer_params` (the request as it came when the prefill returns none, as with vLLM's
+ExampleConnector) — to a decode pod of the same group, whose answer (streamed or not) is relayed.
 `RouterSpec.timeout_seconds` bounds the whole request (504 `timeout`); a failed attempt (connection
 error, 5xx, a non-JSON prefill answer) is retried `retry_attempts` times, `retry_interval_seconds`
 apart, avoiding the pods that just failed. Client errors (400/401/403/404) pass through unretried.
@@ -321,7 +322,7 @@ class RouterFarm:
             prefill = pods[choice.prefill]
             kv = await self._prefill(router, prefill, path, body, _forwarded(request))
             router.affinity.remember(hashes, prefill.pod_name)
-            decode_body = {**body, "kv_transfer_params": kv}
+            decode_body = {**body, "kv_transfer_params": kv} if kv is not None else dict(body)
         else:
             router.affinity.remember(hashes, choice.decode)
         decode = pods[choice.decode]
@@ -358,7 +359,7 @@ class RouterFarm:
 
     async def _prefill(
         self, router: Router, prefill: Endpoint, path: str, body: dict[str, Any], headers: dict[str, str]
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | None:
         assert self._session is not None
         request_body = {k: v for k, v in body.items() if k not in ("stream_options", "max_completion_tokens")}
         request_body.update(
@@ -395,14 +396,9 @@ class RouterFarm:
             router.inflight[prefill.pod_name] -= 1
             router.stats.phase("prefill", path, status, time.monotonic() - started)
         kv = data.get("kv_transfer_params") if isinstance(data, dict) else None
-        if not isinstance(kv, dict):
-            raise RouteError(
-                502,
-                "prefill_error",
-                f"prefill pod {prefill.pod_name} returned no kv_transfer_params",
-                prefill.pod_name,
-            )
-        return kv
+        # A connector that hands KV over by prompt (vLLM's ExampleConnector, LMCache) returns none: the
+        # decode gets the request as it came, as vLLM's own proxy and vllm-router send it.
+        return kv if isinstance(kv, dict) else None
 
     @staticmethod
     async def _upstream_error(upstream: aiohttp.ClientResponse, error_type: str, pod: str) -> None:

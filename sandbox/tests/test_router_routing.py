@@ -155,7 +155,8 @@ async def test_streaming_through_the_router():
             events = [line.strip() async for line in r.content if line.startswith(b"data:")]
         assert events[-1] == b"data: [DONE]"
         chunks = [json.loads(e[5:]) for e in events[:-1]]
-        assert sum(1 for c in chunks if c["choices"]) == 5
+        assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}  # as vLLM opens
+        assert sum(1 for c in chunks if c["choices"]) == 1 + 5
         assert chunks[-1]["usage"]["completion_tokens"] == 5
         async with session.get(f"{stack.router_url}/v1/models") as r:
             assert (await r.json())["data"][0]["id"] == "sim-model"

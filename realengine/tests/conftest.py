@@ -1,0 +1,65 @@
+"""A real vLLM and the sandbox's simulated vLLM, side by side, configured alike (model name, context)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from realengine import install
+from realengine.engine import CONTEXT, MODEL_NAME, Engine
+from sandbox.engine.farm import EngineFarm
+from sandbox.engine.testing import engine_spec, loopback_base
+from tests.support import free_port
+
+
+@pytest.fixture(scope="session")
+def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real vLLM (CPU build) serving the tiny model. Installing it is part of the run: when that fails,
+    the run fails and says which command repeats it; nothing is skipped."""
+    try:
+        install.install()
+    except RuntimeError as error:
+        pytest.fail(str(error), pytrace=False)
+    log = Path(tmp_path_factory.mktemp("real-vllm")) / "engine.log"
+    engine = Engine(host="127.0.0.1", port=free_port(), log=log).start()
+    try:
+        engine.wait_ready()
+        yield engine.base
+    except RuntimeError as error:
+        pytest.fail(str(error), pytrace=False)
+    finally:
+        engine.stop()
+
+
+@pytest.fixture(scope="session")
+def sim_vllm() -> Iterator[str]:
+    """The sandbox's simulated vLLM as a pod of the demo would run it, on its own event loop."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    farm = EngineFarm()
+    spec = engine_spec(
+        "both", model=MODEL_NAME,
+        args=(MODEL_NAME, "--max-model-len", str(CONTEXT), "--enable-prefix-caching"),
+        env={"SANDBOX_TIME_SCALE": "0.05"},
+    )  # fmt: skip
+    asyncio.run_coroutine_threadsafe(
+        farm.start("conf/vllm-0", f"{loopback_base()}.2", spec, {}), loop
+    ).result(30)
+    address = farm.address("conf/vllm-0")
+    assert address is not None
+    try:
+        yield f"http://{address[0]}:{address[1]}"
+    finally:
+        asyncio.run_coroutine_threadsafe(farm.close(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+
+
+@pytest.fixture(params=["real", "sim"])
+def engine_url(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue(f"{request.param}_vllm"))
