@@ -53,8 +53,9 @@ def celery(args: list[str]) -> subprocess.Popen[bytes]:
     )
 
 
-def deploy_topology(sandbox):  # type: ignore[no-untyped-def]
-    """A DeepSeek Ascend + Mooncake topology applied to the sandbox; returns (topology, prefill pod)."""
+def deploy_topology(sandbox, preset="deepseek-ascend-mooncake", ready_within=90.0):  # type: ignore[no-untyped-def]
+    """A topology (DeepSeek Ascend + Mooncake by default) applied to the sandbox; returns (topology,
+    prefill pod)."""
     import kube
     from accounts.models import User
     from clusters.selectors import cluster_connection
@@ -72,22 +73,20 @@ def deploy_topology(sandbox):  # type: ignore[no-untyped-def]
         name=f"bench-{suffix}", server=sandbox.server, token=sandbox.token, metrics_source="direct"
     )
     namespace = f"fresh{suffix}"
-    topology = topology_create(
-        cluster=cluster, spec=preset_spec("deepseek-ascend-mooncake", namespace=namespace), actor=actor
-    )
+    topology = topology_create(cluster=cluster, spec=preset_spec(preset, namespace=namespace), actor=actor)
     conn = cluster_connection(cluster)
     kube.apply_objects(conn, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
     kube.apply_objects(conn, topology.current_revision.manifests)
     topology.deployed_revision = topology.current_revision
     topology.save(update_fields=["deployed_revision"])
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + ready_within
     while time.monotonic() < deadline:
         pods = [p for p in kube.list_pods(conn, namespace, f"{TOPOLOGY}={topology.pk}") if p.ready]
         prefill = [p for p in pods if "prefill" in (p.labels.get("tandem.io/role") or p.name)]
         if prefill and len(pods) >= 2:
             return topology, prefill[0]
         time.sleep(0.3)
-    raise RuntimeError("the topology's pods were not Ready within 90 s")
+    raise RuntimeError(f"the topology's pods were not Ready within {ready_within:.0f} s")
 
 
 def main() -> None:

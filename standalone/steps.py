@@ -17,6 +17,11 @@ The steps act through the product's management commands and its REST API, as a u
 `TANDEM_DEMO_LOAD_RATE` (requests/s, default 2; 0 sends none) and `TANDEM_DEMO_LOAD_PATTERN`
 (`phase`: prompt-heavy and generation-heavy halves of each minute, the default; `diurnal`;
 `constant`) shape the traffic.
+
+`SANDBOX_REAL_ENGINES=vllm` runs the demo topology's engines as real vLLM processes (the CPU build,
+serving a tiny model: ``sandbox/engine/real.py``) instead of simulated ones; the real engine is
+installed first when missing (``realengine.install``, about 3 minutes once), and the deploy is given
+the minute each real engine takes to start.
 """
 
 from __future__ import annotations
@@ -140,7 +145,18 @@ def _last_line(result: subprocess.CompletedProcess[str], default: str) -> str:
     return lines[-1] if lines else default
 
 
+def real_engines(ctx: DemoContext) -> bool:
+    return bool(ctx.env.get("SANDBOX_REAL_ENGINES", "").strip())
+
+
 def _start_sandbox(ctx: DemoContext) -> str:
+    if real_engines(ctx):
+        from realengine import install
+
+        try:
+            install.install()
+        except RuntimeError as error:
+            raise StepFailed(str(error)) from None
     kubeconfig = _sandbox_kubeconfig(ctx)
     kubeconfig.unlink(missing_ok=True)  # a previous run's file points at a server that is gone
     # A fixed port and token: if the sandbox crashes and is restarted, the registered cluster still
@@ -165,7 +181,8 @@ def _start_sandbox(ctx: DemoContext) -> str:
         ready_text="sandbox ready:",
         timeout=90,
     )
-    return f"sandbox cluster up; kubectl --kubeconfig {kubeconfig}-https get pods -A"
+    engines = "real vLLM engines" if real_engines(ctx) else "simulated engines"
+    return f"sandbox cluster up ({engines}); kubectl --kubeconfig {kubeconfig}-https get pods -A"
 
 
 def _register_sandbox(ctx: DemoContext) -> str:
@@ -246,7 +263,7 @@ def _deploy_demo(ctx: DemoContext) -> str:
         verb = "re-applied on the fresh sandbox"
     else:
         deployment = history[0]
-    deployment = _wait_deployment(ctx, deployment, timeout=180)
+    deployment = _wait_deployment(ctx, deployment, timeout=420 if real_engines(ctx) else 180)
     ctx.topology = topology
     ctx.mark("topology ready")
     return (

@@ -198,11 +198,13 @@ def pair_link(
         when = probe["ts"]
         if probe["ok"]:
             probe_ms = probe["ms"]
-            sources.append(
-                _source(
-                    kind="probe", detail=f"probe through the pair answered in {probe['ms']:.0f} ms", ts=when
+            detail = f"probe through the pair answered in {probe['ms']:.0f} ms"
+            if probe.get("by_prompt"):
+                detail += (
+                    " (its connector hands KV over by prompt and returns no kv_transfer_params: the "
+                    "probe shows both pods serve, the decode's external-KV tokens show the transfers)"
                 )
-            )
+            sources.append(_source(kind="probe", detail=detail, ts=when))
         elif probe["stage"] == "decode":
             sources.append(_source(kind="probe", detail=f"probe failed at decode: {probe['error']}", ts=when))
         else:

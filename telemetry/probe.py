@@ -22,7 +22,7 @@ import ssl as ssl_
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 import aiohttp
 
@@ -52,6 +52,9 @@ class ProbeResult(TypedDict):
     ms: float | None  # the decode pod's answer time: the KV pull plus one token
     request_id: str
     ts: float  # when it ended (unix s)
+    # The prefill returned no kv_transfer_params: its connector hands KV over by prompt (vLLM's
+    # ExampleConnector, LMCache), so the decode got the request as it came, as vLLM's proxy sends it.
+    by_prompt: NotRequired[bool]
 
 
 def new_request_id() -> str:
@@ -133,15 +136,15 @@ async def probe_pair(
             params = json.loads(data).get("kv_transfer_params")
         except (ValueError, AttributeError):
             params = None
-        if not isinstance(params, dict):
-            result["status"] = status
-            result["error"] = "prefill answered without kv_transfer_params"
-            return _done(result)
         result["stage"] = "decode"
         started = time.monotonic()
         left = max(0.05, deadline - started)
         url = f"{target['decode_url']}/v1/completions"
-        decode_body = {**body, "kv_transfer_params": params}
+        if isinstance(params, dict):
+            decode_body = {**body, "kv_transfer_params": params}
+        else:
+            decode_body = {k: v for k, v in body.items() if k != "kv_transfer_params"}
+            result["by_prompt"] = True
         status, data = await _post(session, url, decode_body, request_id, left, transport)
         if status != 200:
             result["status"] = status

@@ -112,3 +112,10 @@ def test_real_vllm_pods_are_collected_and_pass_kv_through_a_real_connector(deplo
         assert row["engine"] == "vllm" and not row["stale"] and row["error"] is None, row
         assert row["kv_usage"] is not None and row["running"] is not None, row
     assert snapshot["health"]["state"] != "down", snapshot["health"]
+    (link,) = snapshot["links"]
+    assert link["state"] == "up", link  # Tandem's probe went through the real pair
+    details = " | ".join(source["detail"] for source in link["sources"])
+    assert "hands KV over by prompt" in details, details
+    assert f"{decode.name} exports no vllm:nixl_* family" in details, details  # never "0 transfers"
+    after_log = real_sandbox.kubectl("logs", "-n", namespace, decode.name).stdout
+    assert "External Cache Hit!" in after_log  # the connector's own line, read through pods/log
