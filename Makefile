@@ -12,7 +12,7 @@ TEST_ENV := \
 	FIELD_ENCRYPTION_KEYS=$${TEST_FIELD_ENCRYPTION_KEYS:-qx7dD0H3ZxKdbMgFq3aXNd7R5lOqdRkk2m8Wq1fW0cM=} \
 	TANDEM_HTTPS=false DEBUG=false LOG_LEVEL=warning PASSWORD_HASH_ITERATIONS=1000
 
-.PHONY: demo api-key test install lint typecheck unit browser clean lock real-engine
+.PHONY: demo api-key test install lint typecheck unit real browser clean lock real-engine
 
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 
@@ -57,6 +57,7 @@ typecheck: $(STAMP)
 # The real engine the conformance suite runs beside the simulated one (realengine/): vLLM for the CPU in
 # a virtualenv of its own under ~/.cache/tandem (TANDEM_REAL_ENGINE_HOME), installed once per machine
 # (3.5 GB, about 3 minutes); a failed install stops here and prints the command that repeats it.
+# `make real` runs its tests.
 real-engine: $(RUNTIME_STAMP)
 	$(BIN)/python -m realengine.install
 
@@ -64,15 +65,21 @@ real-engine: $(RUNTIME_STAMP)
 # it runs in TEST_WORKERS parallel workers, one test module each at a time (tests/parallel.py gives every
 # worker its own Redis database; pytest-django, its own test database). TEST_WORKERS=0 runs it serially.
 TEST_WORKERS ?= 2
-unit: $(STAMP) real-engine
+unit: $(STAMP)
 	@mkdir -p var/staticfiles var/screenshots
-	$(TEST_ENV) $(BIN)/python -m pytest -p tests.parallel -n $(TEST_WORKERS) --dist loadfile -m "not browser" $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -p tests.parallel -n $(TEST_WORKERS) --dist loadfile -m "not browser and not real_engine" $(PYTEST_ARGS)
+
+# Tests that run real vLLM processes, in one worker after the others: a starting engine takes both
+# cores for a minute, which the suite's real-time tests must not share.
+real: $(STAMP) real-engine
+	@mkdir -p var/staticfiles var/screenshots
+	$(TEST_ENV) $(BIN)/python -m pytest -m real_engine $(PYTEST_ARGS)
 
 browser: $(STAMP)
 	@mkdir -p var/staticfiles var/screenshots
 	$(TEST_ENV) $(BIN)/pytest -m browser $(PYTEST_ARGS)
 
-test: lint typecheck unit browser
+test: lint typecheck unit real browser
 
 clean:
 	rm -rf $(VENV) $(VENV)-tools node_modules var

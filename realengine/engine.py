@@ -7,6 +7,8 @@ torch.compile warm-up: ready in about 75 s instead of 150 s here.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import signal
 import subprocess
@@ -36,6 +38,16 @@ def ensure_model(python: Path) -> Path:
     if done.returncode != 0:
         raise RuntimeError(f"making the tiny model failed:\n{done.stderr.strip()[-2000:]}")
     return directory
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started it dies (a sandbox killed with
+    SIGKILL must not leave its engines running)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def environment(cores: str | None = None) -> dict[str, str]:
@@ -80,13 +92,22 @@ class Engine:
         ]  # fmt: skip
 
     def start(self) -> Engine:
+        return self.spawn(*self.prepare())
+
+    @staticmethod
+    def prepare() -> tuple[Path, Path]:
+        """The engine's Python and the model (installed and made when missing; slow the first time)."""
         python = install.install()
-        model = ensure_model(python)
+        return python, ensure_model(python)
+
+    def spawn(self, python: Path, model: Path) -> Engine:
+        """Start the process. It gets SIGTERM when the thread that spawns it ends (Linux's parent-death
+        signal follows the thread): call it from a thread that lives as long as the engine should."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 self.command(python, model), stdout=out, stderr=subprocess.STDOUT,
-                env=environment(self.cores), start_new_session=True,
+                env=environment(self.cores), start_new_session=True, preexec_fn=_die_with_parent,
             )  # fmt: skip
         return self
 

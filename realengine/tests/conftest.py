@@ -16,7 +16,7 @@ from sandbox.engine.testing import engine_spec, loopback_base
 from tests.support import free_port
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real vLLM (CPU build) serving the tiny model. Installing it is part of the run: when that fails,
     the run fails and says which command repeats it; nothing is skipped."""
@@ -35,7 +35,7 @@ def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         engine.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def sim_vllm() -> Iterator[str]:
     """The sandbox's simulated vLLM as a pod of the demo would run it, on its own event loop."""
     loop = asyncio.new_event_loop()

@@ -20,6 +20,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from realengine.engine import CONTEXT, MODEL_NAME
 from telemetry.parse import _KNOWN_BASES
 
+pytestmark = pytest.mark.real_engine
+
 CHAT = {"model": MODEL_NAME, "messages": [{"role": "user", "content": "Say something short."}]}
 TIMEOUT = 120
 

@@ -17,6 +17,7 @@ from realengine import install
 from telemetry import services
 from telemetry.parse import parse_metrics
 
+pytestmark = pytest.mark.real_engine
 READY_WITHIN = 300.0  # two real engines starting side by side on two cores
 
 

@@ -95,7 +95,8 @@ class RealEngines:
             args=engine_args(spec, kv_dir), cores=next(self.cores), served_name=spec.model,
         )  # fmt: skip
         engine.log.unlink(missing_ok=True)
-        await asyncio.to_thread(engine.start)
+        python, model = await asyncio.to_thread(engine.prepare)
+        engine.spawn(python, model)  # on the loop's thread, which lives as long as the sandbox
         pod = RealPod(engine)
         pod.watcher = asyncio.get_running_loop().create_task(self._watch(pod))
         self.pods[pod_key] = pod
