@@ -32,6 +32,8 @@ from telemetry_fanout import Uvicorn, apply_env, ensure_database, quantile, sess
 from telemetry_freshness import BASELINE_TPS, CHROMIUM_ARGS, OBSERVE_JS, celery, deploy_topology
 
 TARGET_MS = 150.0
+TOPOLOGY_ID: list[int] = [0]
+DEBUG: list[tuple[str, str]] = []
 
 
 def promql_value(prometheus: str, query: str) -> float | None:
@@ -65,7 +67,9 @@ def measure(page, pod_url, model, prometheus, query, samples, interval):  # type
         before = promql_value(prometheus, query) or 0.0
         response = session.post(
             f"{pod_url}/v1/completions",
-            json={"model": model, "prompt": "the cache " * 64, "max_tokens": 1},
+            # a prompt no earlier sample sent: vLLM 0.32's ExampleConnector on a prefill counts its own
+            # saved KV of a repeated prompt as a negative connector hit, and the engine dies of it
+            json={"model": model, "prompt": f"sample {len(tandem)} " + "the cache " * 64, "max_tokens": 1},
             timeout=30,
         )
         response.raise_for_status()
@@ -75,11 +79,18 @@ def measure(page, pod_url, model, prometheus, query, samples, interval):  # type
             target=prometheus_sees, args=(prometheus, query, before, changed_at, seen_by_prometheus)
         )
         poller.start()
-        seen = page.wait_for_function(
-            "([t0, floor]) => window.__changes.find(c => c.t >= t0 && c.v >= floor)",
-            arg=[changed_at, BASELINE_TPS],
-            timeout=int(30_000 * interval),
-        ).json_value()
+        try:
+            seen = page.wait_for_function(
+                "([t0, floor]) => window.__changes.find(c => c.t >= t0 && c.v >= floor)",
+                arg=[changed_at, BASELINE_TPS],
+                timeout=int(30_000 * interval),
+            ).json_value()
+        except Exception:
+            print(
+                "the page never showed the request; its last changes:",
+                page.evaluate("window.__changes.slice(-8)"),
+            )
+            raise
         poller.join(35)
         tandem.append(seen["t"] - changed_at)
         prom.append(seen_by_prometheus.get("t", float("nan")) - changed_at)
@@ -112,6 +123,7 @@ def main() -> None:
         started = time.monotonic()
         topology, prefill = deploy_topology(sandbox, preset="qwen-gpu-nixl", ready_within=420.0)
         ready_s = time.monotonic() - started
+        TOPOLOGY_ID[0] = topology.pk
         pod_url = f"http://{prefill.ip}:{prefill.container_ports[0] if prefill.container_ports else 8000}"
         query = f'sum(vllm:prompt_tokens_total{{pod="{prefill.name}"}})'
         worker = celery(["worker", "-P", "solo", "-Q", "telemetry", "--without-gossip", "--without-mingle"])
@@ -127,6 +139,7 @@ def main() -> None:
                 context = browser.new_context(viewport={"width": 1440, "height": 1000})
                 context.add_cookies([{"name": "sessionid", "value": cookie, "url": server.base}])
                 page = context.new_page()
+                DEBUG.append((server.base, cookie))
                 page.goto(f"{server.base}/topologies/{topology.pk}/")
                 page.wait_for_selector(f'#telemetry-live tr[data-pod="{prefill.name}"]', timeout=60_000)
                 page.evaluate(OBSERVE_JS, prefill.name)

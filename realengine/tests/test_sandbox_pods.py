@@ -112,6 +112,7 @@ def test_real_vllm_pods_are_collected_and_pass_kv_through_a_real_connector(deplo
         row = rows[pod.name]
         assert row["engine"] == "vllm" and not row["stale"] and row["error"] is None, row
         assert row["kv_usage"] is not None and row["running"] is not None, row
+        assert row["prompt_tps"] is not None, row  # the probes' prompts, at least
     assert snapshot["health"]["state"] != "down", snapshot["health"]
     (link,) = snapshot["links"]
     assert link["state"] == "up", link  # Tandem's probe went through the real pair
