@@ -8,8 +8,9 @@ every source, the router, the gateway, the probes, link health, drift and rollba
 What the pod's arguments become (the CPU build can take only some of them):
 
 - kept: ``--max-model-len``, ``--max-num-seqs``, ``--enable-prefix-caching`` /
-  ``--no-enable-prefix-caching``, ``--max-num-batched-tokens``; a ``--max-model-len`` above the tiny
-  model's context is refused by the engine itself, as it would be on a cluster;
+  ``--no-enable-prefix-caching``; a ``--max-model-len`` above the tiny model's context is refused by the
+  engine itself, as it would be on a cluster; a P/D pod's ``--max-num-batched-tokens`` is its context
+  (ExampleConnector cannot inject a prompt that was prefilled in chunks);
 - the KV connector: NIXL and Mooncake cannot run on these CPUs, so a P/D pod gets vLLM's
   ``ExampleConnector`` (KV handed over as files under one directory per namespace), prefill as
   ``kv_producer``, decode as ``kv_consumer``: a real transfer, through a different medium;
@@ -33,10 +34,10 @@ from pathlib import Path
 
 import aiohttp
 
-from realengine.engine import Engine
+from realengine.engine import CONTEXT, Engine
 from sandbox.engine.spec import EngineSpec
 
-KEPT_VALUE_FLAGS = ("--max-model-len", "--max-num-seqs", "--max-num-batched-tokens")
+KEPT_VALUE_FLAGS = ("--max-model-len", "--max-num-seqs")
 KEPT_SWITCHES = ("--enable-prefix-caching", "--no-enable-prefix-caching")
 KV_ROLES = {"prefill": "kv_producer", "decode": "kv_consumer"}
 HEALTH_INTERVAL = 0.5
@@ -60,6 +61,12 @@ def engine_args(spec: EngineSpec, kv_dir: Path) -> list[str]:
         elif arg in KEPT_SWITCHES:
             out.append(arg)
     if spec.role in KV_ROLES and spec.kv_connector:
+        # ExampleConnector saves a prompt's KV as one file per forward: a prompt prefilled in several
+        # chunks (--max-num-batched-tokens below its length) cannot be injected on the decode (vLLM 0.32:
+        # "shape mismatch: value tensor of shape [8192, ...] ... [8576, ...]", and the decode dies), so a
+        # P/D pod prefills a whole context in one step
+        context = out[out.index("--max-model-len") + 1] if "--max-model-len" in out else str(CONTEXT)
+        out += ["--max-num-batched-tokens", context]
         config = {
             "kv_connector": "ExampleConnector",
             "kv_role": KV_ROLES[spec.role],
