@@ -115,19 +115,23 @@ def request_error_reason(seen: TopologyOutcomes | None, interval_s: float) -> st
     return f"{seen.failed:.0f} of {total:.0f} {_what(seen)} failed in the last {interval_s:g} s{detail}"
 
 
+def _mostly_client_errors(seen: TopologyOutcomes | None) -> bool:
+    return seen is not None and seen.answered > 0 and seen.client / seen.answered >= CLIENT_ERRORS_NOTED
+
+
 def client_errors_grouped(seen: TopologyOutcomes | None) -> bool:
     """Most answers were 4xx counted by class only (real vLLM): a 429 of the engine's would hide there."""
-    if seen is None or seen.answered <= 0 or seen.client / seen.answered < CLIENT_ERRORS_NOTED:
+    if seen is None or not _mostly_client_errors(seen):
         return False
     return any(value.grouped for value in seen.roles.values())
 
 
 def client_error_note(seen: TopologyOutcomes | None, interval_s: float) -> str | None:
     """When most answers were the client's errors: said, never counted as the engine failing."""
-    if seen is None or seen.answered <= 0 or seen.client / seen.answered < CLIENT_ERRORS_NOTED:
+    if seen is None or not _mostly_client_errors(seen):
         return None
     detail = _answered_by(seen.roles, HTTP_CLIENT)
-    grouped = any(value.grouped for value in seen.roles.values())
+    grouped = client_errors_grouped(seen)
     tail = (
         "; the engine counts statuses by class, so a 429 of its own would be among them: if the clients are "
         "not at fault, look at its queue and KV-cache usage"
