@@ -313,6 +313,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "controlplane.api.schema.error_responses",
+        "gateway.openapi.responses_path",  # the gateway's /v1/responses (a lean ASGI app, outside DRF)
     ],
     # Swagger UI assets are served from the installed sidecar package, not a CDN (CSP, offline).
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -17,7 +17,7 @@ from typing import Any
 from gateway.dispatch import Outcome, open_answer
 from gateway.errors import GatewayError
 from gateway.routes import RouteEntry
-from gateway.sse import SseReader, event_data
+from gateway.sse import SseReader, chat_chunks
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 STOP_REASONS = {
@@ -338,17 +338,8 @@ async def serve(request: dict[str, Any], entry: RouteEntry, send: Send, outcome:
         await send({"type": "http.response.body", "body": translator.start(), "more_body": True})
         reader = SseReader()
         async for piece in response.content.iter_any():
-            out = b""
-            for event in reader.feed(piece):
-                data = event_data(event)
-                if data is None or data == b"[DONE]":
-                    continue
-                try:
-                    chunk = json.loads(data)
-                except ValueError:
-                    continue
-                if isinstance(chunk, dict):
-                    out += translator.chunk(chunk)
+            chunks, _ = chat_chunks(reader, piece)
+            out = b"".join(translator.chunk(chunk) for chunk in chunks)
             if out:
                 if outcome.ttft_ms is None:
                     outcome.ttft_ms = (time.monotonic() - started) * 1000

@@ -21,6 +21,7 @@ from controlplane.client_ip import resolve_client_ip
 from gateway import anthropic, dispatch
 from gateway.errors import GatewayError, anthropic_body, openai_body
 from gateway.recorder import RequestRecord, recorder
+from gateway.responses import serve as responses
 from gateway.routes import RouteEntry, RouteTable, current
 from keys import tokens
 from keys.hotpath import KeyRefused
@@ -33,7 +34,8 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 JSON = [(b"content-type", b"application/json")]
 CHAT, COMPLETIONS, MESSAGES, MODELS = "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/models"
-KNOWN = {MODELS: "GET", CHAT: "POST", COMPLETIONS: "POST", MESSAGES: "POST"}
+RESPONSES = "/v1/responses"
+KNOWN = {MODELS: "GET", CHAT: "POST", COMPLETIONS: "POST", MESSAGES: "POST", RESPONSES: "POST"}
 
 
 def _header(scope: Scope_, name: bytes) -> str | None:
@@ -165,6 +167,13 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
     grant: AsyncGrant | None = None
     try:
         wanted = KNOWN.get(path)
+        if wanted is None and path.startswith(RESPONSES + "/"):
+            raise GatewayError(
+                404,
+                "response_not_stored",
+                "This gateway keeps no responses (`store: true` is not served): there is none to read "
+                "or delete. Send the whole conversation in `input` with `store: false`.",
+            )
         if wanted is None:
             raise GatewayError(
                 404, "unknown_endpoint", f"No endpoint {path}; this gateway serves {', '.join(KNOWN)}."
@@ -192,6 +201,8 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         outcome.entry = entry
         if messages_api:
             await anthropic.serve(request, entry, send, outcome)
+        elif path == RESPONSES:
+            await responses.serve(request, entry, send, outcome)
         else:
             await dispatch.serve(path, request, entry, send, outcome, raw=raw)
     except GatewayError as error:

@@ -94,11 +94,17 @@ def _fallback_call(path: str, request: dict[str, Any], entry: RouteEntry, raw: b
 
 
 async def open_answer(
-    path: str, request: dict[str, Any], entry: RouteEntry, outcome: Outcome, *, raw: bytes | None = None
+    path: str,
+    request: dict[str, Any],
+    entry: RouteEntry,
+    outcome: Outcome,
+    *,
+    raw: bytes | None = None,
+    fallback: tuple[str, dict[str, Any]] | None = None,
 ) -> aiohttp.ClientResponse:
     """The upstream response (headers in) from the cluster, or the fallback when the cluster fails.
     `raw` is the caller's body when `request` is exactly its parse (sent as it came when the model
-    name needs no change)."""
+    name needs no change). `fallback` is another (path, request) for the fallback, when it differs."""
     breaker = breaker_for(entry)
     reason = ""
     if entry.endpoint:
@@ -140,7 +146,11 @@ async def open_answer(
             headers={"retry-after": "5"},
             reason=reason,
         )
-    call = _fallback_call(path, request, entry, raw)
+    call = (
+        _fallback_call(fallback[0], fallback[1], entry, None)
+        if fallback is not None
+        else _fallback_call(path, request, entry, raw)
+    )
     try:
         response = await upstream.post(
             call.url, call.body, headers=call.headers, first_byte_timeout=entry.timeout

@@ -39,6 +39,8 @@ class RouteEntry:
     timeout: float
     breaker_failures: int
     breaker_open_seconds: float
+    # The engine serves /v1/responses itself (vLLM does; SGLang and MindIE get it translated).
+    responses_passthrough: bool = False
 
     def allowed_by(self, allowed: tuple[str, ...]) -> bool:
         """A key's allow-list names the model served, an alias or the topology."""

@@ -9,6 +9,9 @@ from gateway.models import BreakerEvent, GatewayRequest, ProbeRun, Route
 from gateway.routes import Fallback, RouteEntry
 from gateway.series import CHART_WINDOWS, GatewaySeries
 
+# Engines that serve OpenAI's Responses API themselves (vLLM since 0.10); others get it translated.
+RESPONSES_ENGINES = ("vllm", "vllm-ascend")
+
 
 def route_entries() -> list[RouteEntry]:
     """Every topology the gateway can dispatch to: deployed ones, and any with a route configured."""
@@ -42,6 +45,7 @@ def route_entries() -> list[RouteEntry]:
                 timeout=float(route.timeout_seconds if route is not None else 60),
                 breaker_failures=route.breaker_failures if route is not None else 3,
                 breaker_open_seconds=float(route.breaker_open_seconds if route is not None else 15),
+                responses_passthrough=topology.engine in RESPONSES_ENGINES,
             )
         )
     return entries

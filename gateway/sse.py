@@ -68,3 +68,22 @@ def inspect_chunk(data: bytes, stats: StreamStats) -> tuple[bool, dict[str, Any]
     if choices:
         stats.first_content = True
     return (not choices and isinstance(usage, dict)), chunk
+
+
+def chat_chunks(reader: SseReader, piece: bytes) -> tuple[list[dict[str, Any]], bool]:
+    """The chat-completion chunks whole in `piece` (with what the reader held), and whether [DONE] came."""
+    chunks: list[dict[str, Any]] = []
+    done = False
+    for event in reader.feed(piece):
+        data = event_data(event)
+        if data == b"[DONE]":
+            done = True
+        if data is None or data == b"[DONE]":
+            continue
+        try:
+            chunk = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(chunk, dict):
+            chunks.append(chunk)
+    return chunks, done

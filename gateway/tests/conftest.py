@@ -166,3 +166,68 @@ def pytest_runtest_makereport(item, call):  # type: ignore[no-untyped-def]
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+
+
+class ScriptedThread:
+    """tests.scripted_upstream in a thread of its own: a chat-completions edge that calls a tool first."""
+
+    def __init__(self, model: str) -> None:
+        from tests.scripted_upstream import Upstream
+
+        self.upstream = Upstream(model=model)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.url = ""
+
+    def __enter__(self) -> ScriptedThread:
+        from aiohttp import web
+
+        from tests.support import free_port
+
+        self.thread.start()
+        port = free_port()
+
+        async def start() -> web.AppRunner:
+            runner = web.AppRunner(self.upstream.app(), access_log=None)
+            await runner.setup()
+            await web.TCPSite(runner, "127.0.0.1", port).start()
+            return runner
+
+        self.runner = asyncio.run_coroutine_threadsafe(start(), self.loop).result(10)
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self.upstream.requests
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+@pytest.fixture
+def scripted_gateway(make_topology, inference_key, admin_user, tmp_path, request) -> Iterator[Any]:
+    """The gateway in front of the scripted upstream, on a topology whose engine (SGLang) serves no
+    /v1/responses, so Responses requests are translated to chat completions."""
+    from gateway.services import route_update
+    from topologies.models import Topology
+
+    with ScriptedThread(MODEL) as upstream:
+        topology = make_topology("scripted")
+        Topology.objects.filter(pk=topology.pk).update(engine="sglang")
+        route_update(
+            topology=topology,
+            changes={"endpoint_url": upstream.url, "aliases": ["gpt-5-codex", "claude-sonnet-4-5"]},
+            actor=admin_user,
+        )
+        issued = inference_key(name="assistant", purpose="coding-assistant")
+        log = tmp_path / "gateway.log"
+        with running_gateway(log) as base:
+            gw = Gateway(base=base, topology=topology, secret=issued.secret, key=issued.key, log=log)
+            gw.upstream = upstream  # type: ignore[attr-defined]
+            yield gw
+        report = getattr(request.node, "rep_call", None)
+        if report is not None and report.failed:
+            print("gateway log:\n" + log.read_text(errors="replace")[-4000:])
