@@ -18,6 +18,7 @@ from gateway.dispatch import Outcome, open_answer
 from gateway.errors import GatewayError
 from gateway.routes import RouteEntry
 from gateway.sse import SseReader, chat_chunks
+from gateway.tokencount import estimate_tokens
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 STOP_REASONS = {
@@ -95,12 +96,21 @@ def to_chat(request: dict[str, Any]) -> dict[str, Any]:
     system = _text(request.get("system"))
     if system:
         chat.append({"role": "system", "content": system})
-    for message in messages:
-        if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+    for index, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ("user", "assistant", "system"):
             raise GatewayError(
-                400, "invalid_request", "Each message needs role user or assistant.", param="messages"
+                400,
+                "invalid_request",
+                f"messages.{index}.role: each message needs role user, assistant or system; got {role!r}.",
+                param=f"messages.{index}.role",
             )
-        if message["role"] == "user":
+        assert isinstance(message, dict)
+        if role == "system":  # Claude Code's mid-conversation system prompts: kept where they stand
+            text = _text(message.get("content"))
+            if text:
+                chat.append({"role": "system", "content": text})
+        elif role == "user":
             chat.extend(_user_messages(message.get("content")))
         else:
             chat.append(_assistant_message(message.get("content")))
@@ -141,6 +151,9 @@ def from_chat(answer: dict[str, Any], model: str) -> dict[str, Any]:
     choice = (answer.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     content: list[dict[str, Any]] = []
+    thought = message.get("reasoning_content") or message.get("reasoning")
+    if isinstance(thought, str) and thought:
+        content.append({"type": "thinking", "thinking": thought, "signature": ""})
     if message.get("content"):
         content.append({"type": "text", "text": message["content"]})
     for call in message.get("tool_calls") or []:
@@ -184,8 +197,9 @@ def _event(name: str, data: dict[str, Any]) -> bytes:
 class StreamTranslator:
     """Chat-completion chunks in, Messages stream events out."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, estimated_input: int = 0) -> None:
         self.model = model
+        self.estimated_input = estimated_input
         self.index = -1
         self.open_kind: str | None = None
         self.tool_index: dict[int, int] = {}
@@ -193,7 +207,12 @@ class StreamTranslator:
         self.input_tokens = 0
         self.output_tokens = 0
 
-    def start(self) -> bytes:
+    def start(self, first: dict[str, Any] | None = None) -> bytes:
+        """message_start, once the first chunk is in: its usage when the engine sends usage on every
+        chunk, else the gateway's estimate (the real count follows in message_delta)."""
+        usage = (first or {}).get("usage")
+        if isinstance(usage, dict) and usage.get("prompt_tokens"):
+            self.input_tokens = int(usage["prompt_tokens"])
         message: dict[str, Any] = {
             "id": _id("msg"),
             "type": "message",
@@ -202,7 +221,7 @@ class StreamTranslator:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": 0, "output_tokens": 0},
+            "usage": {"input_tokens": self.input_tokens or self.estimated_input, "output_tokens": 0},
         }
         return _event("message_start", {"type": "message_start", "message": message})
 
@@ -229,6 +248,18 @@ class StreamTranslator:
             self.output_tokens = int(usage.get("completion_tokens") or 0)
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
+            thought = delta.get("reasoning_content") or delta.get("reasoning")
+            if isinstance(thought, str) and thought:
+                if self.open_kind != "thinking":
+                    out += self._open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+                out += _event(
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": self.index,
+                        "delta": {"type": "thinking_delta", "thinking": thought},
+                    },
+                )
             if delta.get("content"):
                 if self.open_kind != "text":
                     out += self._open("text", {"type": "text", "text": ""})
@@ -275,7 +306,7 @@ class StreamTranslator:
                 {
                     "type": "message_delta",
                     "delta": {"stop_reason": self.stop_reason, "stop_sequence": None},
-                    "usage": {"output_tokens": self.output_tokens},
+                    "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens},
                 },
             )
             + _event("message_stop", {"type": "message_stop"})
@@ -322,7 +353,7 @@ async def serve(request: dict[str, Any], entry: RouteEntry, send: Send, outcome:
             )
             await send({"type": "http.response.body", "body": json.dumps(translated).encode()})
             return
-        translator = StreamTranslator(str(request["model"]))
+        translator = StreamTranslator(str(request["model"]), estimate_tokens(chat))
         outcome.started = True
         await send(
             {
@@ -335,16 +366,20 @@ async def serve(request: dict[str, Any], entry: RouteEntry, send: Send, outcome:
                 ],
             }
         )
-        await send({"type": "http.response.body", "body": translator.start(), "more_body": True})
         reader = SseReader()
+        opened = False
         async for piece in response.content.iter_any():
             chunks, _ = chat_chunks(reader, piece)
-            out = b"".join(translator.chunk(chunk) for chunk in chunks)
+            out = b""
+            if chunks and not opened:
+                out, opened = translator.start(chunks[0]), True
+            out += b"".join(translator.chunk(chunk) for chunk in chunks)
             if out:
                 if outcome.ttft_ms is None:
                     outcome.ttft_ms = (time.monotonic() - started) * 1000
                 await send({"type": "http.response.body", "body": out, "more_body": True})
-        await send({"type": "http.response.body", "body": translator.finish(), "more_body": False})
+        closing = translator.finish() if opened else translator.start() + translator.finish()
+        await send({"type": "http.response.body", "body": closing, "more_body": False})
         outcome.prompt_tokens, outcome.completion_tokens = translator.input_tokens, translator.output_tokens
     finally:
         response.release()

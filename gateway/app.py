@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 
 from controlplane.client_ip import resolve_client_ip
-from gateway import anthropic, dispatch
+from gateway import anthropic, dispatch, tokencount
 from gateway.errors import GatewayError, anthropic_body, openai_body
 from gateway.recorder import RequestRecord, recorder
 from gateway.responses import serve as responses
@@ -34,8 +34,18 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 JSON = [(b"content-type", b"application/json")]
 CHAT, COMPLETIONS, MESSAGES, MODELS = "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/models"
-RESPONSES = "/v1/responses"
-KNOWN = {MODELS: "GET", CHAT: "POST", COMPLETIONS: "POST", MESSAGES: "POST", RESPONSES: "POST"}
+RESPONSES, COUNT_TOKENS = "/v1/responses", "/v1/messages/count_tokens"
+KNOWN = {
+    MODELS: "GET",
+    CHAT: "POST",
+    COMPLETIONS: "POST",
+    MESSAGES: "POST",
+    RESPONSES: "POST",
+    COUNT_TOKENS: "POST",
+}
+# Errors a retry cannot mend: the SDKs (OpenAI's, Anthropic's, and so Claude Code) do not retry an
+# answer that says `x-should-retry: false`, so a wrong key is one readable refusal, not a retry storm.
+FINAL_STATUSES = (400, 401, 403, 404, 405, 413)
 
 
 def _header(scope: Scope_, name: bytes) -> str | None:
@@ -152,6 +162,8 @@ async def _send_error(send: Send, error: GatewayError, *, messages_api: bool) ->
     headers = [*JSON, *[(k.encode(), v.encode()) for k, v in error.headers.items()]]
     if error.status == 401:
         headers.append((b"www-authenticate", b'Bearer realm="tandem"'))
+    if error.status in FINAL_STATUSES:
+        headers.append((b"x-should-retry", b"false"))
     await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -161,7 +173,7 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         return
     path = scope["path"].rstrip("/") or "/"
     method = scope["method"]
-    messages_api = path == MESSAGES
+    messages_api = path in (MESSAGES, COUNT_TOKENS)
     started = time.monotonic()
     outcome = dispatch.Outcome()
     grant: AsyncGrant | None = None
@@ -199,7 +211,10 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         outcome.model = str(request["model"])
         entry = _route(table, grant, outcome.model)
         outcome.entry = entry
-        if messages_api:
+        if path == COUNT_TOKENS:
+            chat = anthropic.to_chat({**request, "max_tokens": request.get("max_tokens") or 1})
+            await tokencount.serve(chat, entry, send, outcome)
+        elif messages_api:
             await anthropic.serve(request, entry, send, outcome)
         elif path == RESPONSES:
             await responses.serve(request, entry, send, outcome)

@@ -1,9 +1,10 @@
 """A scripted OpenAI-compatible upstream: the edge the gateway talks to, for client conformance tests.
 
-It serves ``/v1/chat/completions`` (streamed or not) and ``/v1/models``. Each conversation goes: the
-first answer calls one of the tools the client offered (a shell tool, run with ``echo``), and once a
-tool result is in the conversation, a final text. It counts prompt tokens as about four characters a
-token, and keeps every request body it received (``requests``) so a test can see what the gateway sent.
+It serves ``/v1/chat/completions`` (streamed or not), ``/v1/models`` and vLLM's ``/tokenize``. Each
+conversation goes: the first answer calls one of the tools the client offered (a shell tool, run
+with ``echo``), and once a tool result is in the conversation, a final text. It counts prompt tokens
+as about four characters a token, and keeps every request body it received (``requests``) so a test
+can see what the gateway sent.
 
     python -m tests.scripted_upstream --port 8123 --model MODEL [--log requests.jsonl]
 """
@@ -65,13 +66,20 @@ def script(request: dict[str, Any]) -> tuple[str | None, dict[str, Any] | None]:
 class Upstream:
     model: str
     requests: list[dict[str, Any]] = field(default_factory=list)
+    tokenized: list[int] = field(default_factory=list)
     log: str | None = None
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/tokenize", self.tokenize)
         return app
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        count = prompt_tokens(await request.json())
+        self.tokenized.append(count)
+        return web.json_response({"count": count, "max_model_len": 32768, "tokens": []})
 
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model"}]})

@@ -201,6 +201,10 @@ class ScriptedThread:
     def requests(self) -> list[dict[str, Any]]:
         return self.upstream.requests
 
+    @property
+    def tokenized(self) -> list[int]:
+        return self.upstream.tokenized
+
     def __exit__(self, *exc: object) -> None:
         asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import anthropic
 import pytest
 
@@ -155,3 +157,113 @@ def test_a_rate_limit_comes_in_anthropics_format_with_the_limit(gateway, inferen
     assert error["type"] == "rate_limit_error"
     assert error["limit"]["name"] == "requests_per_minute" and error["limit"]["value"] == 1
     assert error["limit"]["retry_after"] == int(caught.value.response.headers["retry-after"])
+
+
+def claude_code_client(gw, secret=None):
+    """As Claude Code calls: a bearer token, `?beta=true` on the path, `anthropic-beta` headers."""
+    return anthropic.Anthropic(
+        base_url=gw.base,
+        auth_token=secret or gw.secret,
+        max_retries=2,
+        timeout=30,
+        default_headers={"anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14"},
+        default_query={"beta": "true"},
+    )
+
+
+def test_claude_code_shaped_turn_with_a_tool_round_trip(scripted_gateway):
+    c = claude_code_client(scripted_gateway)
+    bash = {
+        "name": "Bash",
+        "description": "Run a command",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+    }
+    system = [
+        {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "Be terse.", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+    ]
+    history = [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "run echo", "cache_control": {"type": "ephemeral"}}],
+        },
+        {"role": "system", "content": "The user's working directory is /tmp."},
+    ]
+    with c.messages.stream(
+        model="claude-sonnet-4-5", max_tokens=256, system=system, messages=history, tools=[bash],
+        thinking={"type": "enabled", "budget_tokens": 1024},
+    ) as stream:  # fmt: skip
+        events = list(stream)
+        first = stream.get_final_message()
+    start = events[0]
+    assert start.type == "message_start" and start.message.usage.input_tokens > 0
+    assert first.stop_reason == "tool_use" and first.content[-1].type == "tool_use"
+    assert first.content[-1].input == {"command": "echo tandem-ok", "description": "Print a marker"}
+    sent = scripted_gateway.upstream.requests[-1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "system"]
+    assert sent[2]["content"] == "The user's working directory is /tmp."
+    from tests.scripted_upstream import prompt_tokens
+
+    assert first.usage.input_tokens == prompt_tokens(scripted_gateway.upstream.requests[-1])
+    tool_use = first.content[-1]
+    history += [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "I should run it.", "signature": "sig"},
+                {"type": "tool_use", "id": tool_use.id, "name": "Bash", "input": tool_use.input},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": tool_use.id, "content": "tandem-ok"}],
+        },
+    ]
+    final = c.messages.create(
+        model="claude-sonnet-4-5", max_tokens=256, system=system, messages=history, tools=[bash]
+    )
+    assert (
+        final.stop_reason == "end_turn" and final.content[0].text.strip() == "The command printed tandem-ok."
+    )
+    assert final.usage.input_tokens > 0
+
+
+def test_count_tokens_is_an_estimate_labelled_as_one_where_the_engine_cannot_count(gateway):
+    raw = claude_code_client(gateway).messages.with_raw_response.count_tokens(
+        model=MODEL, messages=[{"role": "user", "content": "Hello there, how are you today?"}]
+    )
+    assert raw.headers["x-tandem-token-count"] == "estimate"
+    counted = raw.parse()
+    assert counted.input_tokens > 0 and counted.model_extra == {"estimated": True}
+
+
+def test_count_tokens_by_the_engine_where_it_serves_tokenize(scripted_gateway):
+    raw = claude_code_client(scripted_gateway).messages.with_raw_response.count_tokens(
+        model="claude-sonnet-4-5", messages=[{"role": "user", "content": "Hello"}]
+    )
+    assert raw.headers["x-tandem-token-count"] == "engine"
+    assert raw.parse().input_tokens == scripted_gateway.upstream.tokenized[-1]
+
+
+def test_a_wrong_key_is_refused_once_without_retries(gateway):
+    from keys import tokens
+
+    started = time.monotonic()
+    with pytest.raises(anthropic.AuthenticationError) as caught:
+        claude_code_client(gateway, tokens.generate("inference")).messages.create(
+            model=MODEL, max_tokens=4, messages=[{"role": "user", "content": "x"}]
+        )
+    assert time.monotonic() - started < 2, "the SDK retried a refusal it cannot mend"
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    assert caught.value.body["error"]["type"] == "authentication_error"
+    assert "key" in caught.value.body["error"]["message"]
+
+
+def test_an_unknown_role_names_the_message(gateway):
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client(gateway).messages.create(
+            model=MODEL,
+            max_tokens=4,
+            messages=[{"role": "user", "content": "x"}, {"role": "tool", "content": "y"}],
+        )
+    assert "messages.1.role" in caught.value.message
