@@ -103,6 +103,7 @@ async def closed_loop(url: str, clients: int, seconds: float) -> tuple[int, list
     errors = 0
     stop = time.monotonic() + seconds
     body = {"model": MODEL, "messages": [{"role": "user", "content": "bench " * 100}], "max_tokens": 16}
+    body["ignore_eos"] = True  # a fixed output length, as vLLM's benchmark tool asks for
 
     async def worker(session: aiohttp.ClientSession, index: int) -> None:
         nonlocal errors

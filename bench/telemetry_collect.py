@@ -55,6 +55,7 @@ async def background_load(router: str, rps: float) -> None:
             payload = {
                 "model": MODEL,
                 "max_tokens": 8,
+                "ignore_eos": True,  # a fixed output length, as vLLM's benchmark tool asks for
                 "messages": [{"role": "user", "content": f"shared prefix {n % 5} request {n} " * 20}],
             }
 
@@ -107,7 +108,7 @@ async def serve(count: int, rps: float) -> None:
 async def prepare(info: dict, requests: int) -> None:
     """Send some traffic through the router, so histograms and connector metrics have data."""
     async with aiohttp.ClientSession() as session:
-        body = {"model": MODEL, "max_tokens": 4}
+        body = {"model": MODEL, "max_tokens": 4, "ignore_eos": True}
         semaphore = asyncio.Semaphore(32)
 
         async def one(i: int) -> None:

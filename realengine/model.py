@@ -2,10 +2,12 @@
 
 No weights can be downloaded on the machines Tandem is tested on, so the model is made on the spot: a
 two-layer Llama with random weights (seeded, so every machine makes the same one) and a byte-level BPE
-tokenizer trained on a fixed text, with a chat template. Its output is gibberish, but everything an
-engine does with a model is real: tokenization, prefix caching, queueing, KV blocks, its metrics and its
-API answers. End-of-sequence is a real token of the vocabulary, so sequences end before ``max_tokens``
-as a model's do.
+tokenizer trained on a fixed text, with a chat template that renders tools, tool calls and tool results
+in Hermes' format (vLLM serves tool calls for it with ``--tool-call-parser hermes``). Its output is
+gibberish, but everything an engine does with a model is real: tokenization, prefix caching, queueing,
+KV blocks, its metrics and its API answers. End-of-sequence is a real token of the vocabulary, yet the
+random weights hardly ever pick it: answers run to ``max_tokens`` (300 of 300 tokens, seen here).
+A model made with another template, context or seed than the marker file records is made anew.
 
     python -m realengine.model DIR [--context N]
 """
@@ -13,6 +15,7 @@ as a model's do.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -21,11 +24,16 @@ VOCAB = 2048
 CONTEXT = 32768  # coding assistants open with 10k-20k tokens
 SEED = 20261202
 SPECIAL = ["<|pad|>", "<|bos|>", "<|eos|>", "<|system|>", "<|user|>", "<|assistant|>", "<|tool|>"]
-CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}"
-    "{% set content = m['content'] if m['content'] is string else "
+CHAT_TEMPLATE = (  # Hermes' tool-call format, so vLLM's ``hermes`` tool parser reads the model's output
+    '{{ bos_token }}{% if tools %}<|system|>Call a tool as <tool_call>{"name": ..., "arguments": ...}'
+    "</tool_call>. Tools: <tools>{% for t in tools %}{{ t | tojson }}{% endfor %}</tools>{{ eos_token }}"
+    "{% endif %}{% for m in messages %}"
+    "{% set content = '' if m['content'] is none else m['content'] if m['content'] is string else "
     "(m['content'] | map(attribute='text') | select('defined') | join('\\n')) %}"
-    "<|{{ m['role'] }}|>{{ content }}{{ eos_token }}{% endfor %}"
+    "<|{{ m['role'] }}|>{{ content }}"
+    "{% for call in m['tool_calls'] or [] %}<tool_call>"
+    "{{ {'name': call['function']['name'], 'arguments': call['function']['arguments']} | tojson }}"
+    "</tool_call>{% endfor %}{{ eos_token }}{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
 MARKER = "tandem-model.json"
@@ -45,6 +53,12 @@ def corpus() -> list[str]:
         picked = [words[(n * 7 + k * 13) % len(words)] for k in range(12)]
         lines.append(" ".join(picked) + f" {n} {n * 31 % 997}-{n % 17}: ({{}}) [] = + - * / ; , . ? !")
     return lines
+
+
+def made_as(context: int) -> dict[str, object]:
+    """What the marker records: a model made otherwise (another context, seed or template) is made anew."""
+    template = hashlib.sha256(CHAT_TEMPLATE.encode()).hexdigest()[:16]
+    return {"vocab": VOCAB, "context": context, "seed": SEED, "template": template}
 
 
 def make(directory: Path, *, context: int = CONTEXT) -> Path:
@@ -89,7 +103,7 @@ def make(directory: Path, *, context: int = CONTEXT) -> Path:
         model.lm_head.weight[fast.eos_token_id] *= 0.0
         model.model.embed_tokens.weight[fast.eos_token_id] += model.model.embed_tokens.weight.mean(0) * 4
     model.to(torch.bfloat16).save_pretrained(directory)
-    (directory / MARKER).write_text(json.dumps({"vocab": len(fast), "context": context, "seed": SEED}))
+    (directory / MARKER).write_text(json.dumps(made_as(context)))
     return directory
 
 
@@ -99,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context", type=int, default=CONTEXT)
     args = parser.parse_args(argv)
     marker = args.directory / MARKER
-    if marker.exists() and json.loads(marker.read_text()).get("context") == args.context:
+    if marker.exists() and json.loads(marker.read_text()) == made_as(args.context):
         print(args.directory)
         return 0
     print(make(args.directory, context=args.context))

@@ -15,6 +15,10 @@ from sandbox.engine.farm import EngineFarm
 from sandbox.engine.testing import engine_spec, loopback_base
 from tests.support import free_port
 
+# Tool calls as vLLM 0.32 serves them: "required" and named tool choices need a tool parser, "auto" also
+# --enable-auto-tool-choice. Hermes' parser reads the tiny model's chat template (realengine/model.py).
+TOOL_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+
 
 @pytest.fixture(scope="module")
 def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
@@ -25,7 +29,7 @@ def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     except RuntimeError as error:
         pytest.fail(str(error), pytrace=False)
     log = Path(tmp_path_factory.mktemp("real-vllm")) / "engine.log"
-    engine = Engine(host="127.0.0.1", port=free_port(), log=log).start()
+    engine = Engine(host="127.0.0.1", port=free_port(), log=log, args=list(TOOL_FLAGS)).start()
     try:
         engine.wait_ready()
         yield engine.base
@@ -44,7 +48,7 @@ def sim_vllm() -> Iterator[str]:
     farm = EngineFarm()
     spec = engine_spec(
         "both", model=MODEL_NAME,
-        args=(MODEL_NAME, "--max-model-len", str(CONTEXT), "--enable-prefix-caching"),
+        args=(MODEL_NAME, "--max-model-len", str(CONTEXT), "--enable-prefix-caching", *TOOL_FLAGS),
         env={"SANDBOX_TIME_SCALE": "0.05"},
     )  # fmt: skip
     asyncio.run_coroutine_threadsafe(

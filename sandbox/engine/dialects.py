@@ -14,10 +14,12 @@ import secrets
 import time
 from typing import Any
 
-from sandbox.engine.openai import CompletionRequest, RequestError
+from sandbox.engine.openai import CompletionRequest, RequestError, length_controls
 from sandbox.engine.tokens import chat_prompt
+from sandbox.engine.tools import messages_tools, responses_tools
 
-STOP_REASONS = {"length": "max_tokens", "stop": "end_turn"}  # vLLM's finish reason -> Anthropic's
+STOP_REASONS = {"length": "max_tokens", "stop": "end_turn", "tool_calls": "tool_use"}  # vLLM's -> Anthropic's
+RESPONSE_TOOL_NULLS = ("allowed_callers", "async", "defer_loading", "description", "output_schema")
 
 
 def _text_of(content: Any) -> str:
@@ -67,10 +69,12 @@ def parse_messages(body: Any, served: tuple[str, ...]) -> CompletionRequest:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise RequestError(400, "stream: Input should be a valid boolean", "stream")
+    offered, choice, after = messages_tools(body)
     return CompletionRequest(
         chat=True, model=model, prompt=chat_prompt(turns), max_tokens=max_tokens, stream=stream,
-        include_usage=True, kv_transfer_params=None, api="messages",
-    )  # fmt: skip
+        include_usage=True, kv_transfer_params=None, api="messages", seed=None, tools=offered,
+        tool_choice=choice, after_tool_result=after,
+    )  # fmt: skip  # vLLM's Messages route drops ignore_eos and min_tokens (not in its request model)
 
 
 def parse_responses(body: Any, served: tuple[str, ...]) -> CompletionRequest:
@@ -97,12 +101,20 @@ def parse_responses(body: Any, served: tuple[str, ...]) -> CompletionRequest:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise RequestError(400, "stream: Input should be a valid boolean", "stream")
+    max_tokens = _positive(body, "max_output_tokens", required=False)
+    offered, choice, after = responses_tools(body)
+    echoed = [{**tool, **{k: tool.get(k) for k in RESPONSE_TOOL_NULLS}} for tool in body.get("tools") or []]
     return CompletionRequest(
-        chat=True, model=model, prompt=chat_prompt(turns),
-        max_tokens=_positive(body, "max_output_tokens", required=False), stream=stream, include_usage=True,
-        kv_transfer_params=None, api="responses",
+        chat=True, model=model, prompt=chat_prompt(turns), max_tokens=max_tokens, stream=stream,
+        include_usage=True, kv_transfer_params=None, api="responses",
         instructions=instructions if isinstance(instructions, str) else None,
-    )  # fmt: skip
+        **length_controls(body, max_tokens, min_tokens=False),
+        tools=offered, tool_choice=choice, after_tool_result=after,
+        echo={
+            "tools": echoed, "tool_choice": body.get("tool_choice", "auto") if offered else "none",
+            "parallel_tool_calls": body.get("parallel_tool_calls") is not False,
+        },
+    )  # fmt: skip  # vLLM's Responses route takes ignore_eos, not min_tokens
 
 
 def anthropic_error(status: int, message: str, kind: str) -> dict[str, Any]:
@@ -125,7 +137,7 @@ def message_body(
     }
 
 
-def _event(name: str, body: dict[str, Any]) -> bytes:
+def sse_event(name: str, body: dict[str, Any]) -> bytes:
     return f"event: {name}\ndata: {json.dumps(body, separators=(',', ':'))}\n\n".encode()
 
 
@@ -142,26 +154,29 @@ class MessageStream:
             "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": self.prompt_tokens, "output_tokens": 0},
         }  # fmt: skip
-        return _event("message_start", {"type": "message_start", "message": message}) + _event(
+        return sse_event("message_start", {"type": "message_start", "message": message}) + sse_event(
             "content_block_start",
-            {"type": "content_block_start", "content_block": {"type": "text", "text": ""}, "index": 0},
+            {"type": "content_block_start", "content_block": self.block(), "index": 0},
         )
+
+    def block(self) -> dict[str, Any]:
+        return {"type": "text", "text": ""}
 
     def delta(self, text: str, finish: str | None) -> bytes:
         body = {"type": "content_block_delta", "delta": {"type": "text_delta", "text": text}, "index": 0}
-        return _event("content_block_delta", body)
+        return sse_event("content_block_delta", body)
 
     def closing(self, finish: str | None, usage: dict[str, Any]) -> bytes:
         counts = {"input_tokens": usage["prompt_tokens"], "output_tokens": usage["completion_tokens"]}
         stop = {"stop_reason": STOP_REASONS.get(finish or "", finish), "stop_sequence": None}
         return (
-            _event("content_block_stop", {"type": "content_block_stop", "index": 0})
-            + _event("message_delta", {"type": "message_delta", "delta": stop, "usage": counts})
-            + _event("message_stop", {"type": "message_stop"})
+            sse_event("content_block_stop", {"type": "content_block_stop", "index": 0})
+            + sse_event("message_delta", {"type": "message_delta", "delta": stop, "usage": counts})
+            + sse_event("message_stop", {"type": "message_stop"})
         )
 
     def error(self, status: int, message: str) -> bytes:
-        return _event("error", anthropic_error(status, message, "InternalServerError"))
+        return sse_event("error", anthropic_error(status, message, "InternalServerError"))
 
 
 # --- Responses -----------------------------------------------------------------------------------------
@@ -199,6 +214,9 @@ class ResponseWriter:
         return {"id": self.item, "content": [part] if status == "completed" else [], "role": "assistant",
                 "status": status, "type": "message", "phase": None}  # fmt: skip
 
+    def final_output(self, text: str) -> list[dict[str, Any]]:
+        return [self._output(text, "completed")]
+
     def body(self, text: str, finish: str | None, usage: dict[str, Any] | None) -> dict[str, Any]:
         done = usage is not None
         incomplete = done and finish == "length"
@@ -207,8 +225,9 @@ class ResponseWriter:
             "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
             "instructions": self.req.instructions, "metadata": None, "model": self.req.model,
             "object": "response",
-            "output": [self._output(text, "completed")] if done else [], "parallel_tool_calls": True,
-            "temperature": 1.0, "tool_choice": "none", "tools": [], "top_p": 1.0, "background": False,
+            "output": self.final_output(text) if done else [], "parallel_tool_calls": True,
+            "temperature": 1.0, **(self.req.echo or {"tool_choice": "none", "tools": []}), "top_p": 1.0,
+            "background": False,
             "max_output_tokens": self.req.max_tokens, "max_tool_calls": None, "previous_response_id": None,
             "prompt": None, "reasoning": None, "service_tier": "auto",
             "status": ("incomplete" if incomplete else "completed") if done else "in_progress", "text": None,
@@ -219,7 +238,7 @@ class ResponseWriter:
         }  # fmt: skip
 
     def _event(self, kind: str, body: dict[str, Any]) -> bytes:
-        out = _event(kind, {**body, "sequence_number": self.sequence, "type": kind})
+        out = sse_event(kind, {**body, "sequence_number": self.sequence, "type": kind})
         self.sequence += 1
         return out
 

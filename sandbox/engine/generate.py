@@ -4,25 +4,27 @@ the Responses API (``sandbox.engine.dialects``), streamed or not, with vLLM 0.32
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from aiohttp import web
 
-from sandbox.engine import dialects
+from sandbox.engine import dialects, toolcalls
 from sandbox.engine.engine import SimEngine
 from sandbox.engine.httpbase import engine_of, json_response, read_body, unauthorized
+from sandbox.engine.lengths import natural_length, output_length
 from sandbox.engine.openai import (
     ChunkWriter,
     CompletionRequest,
     RequestError,
     error_body,
     full_response,
-    natural_length,
     parse_request,
     usage,
 )
 from sandbox.engine.scheduler import Sequence
 from sandbox.engine.tokens import block_hashes, filler, tokenize
+from sandbox.engine.tools import PlannedCall, plan_call, tool_choice_problem
 
 _NON_JSON_BODY = (
     "<html><head><title>502 Bad Gateway</title></head><body><h1>502 Bad Gateway</h1></body></html>"
@@ -68,21 +70,59 @@ def _refusal(exc: RequestError, api: str) -> web.Response:
     return json_response(exc.body(), exc.status)
 
 
-def _answer(engine: SimEngine, req: CompletionRequest, seq: Sequence) -> dict[str, Any]:
-    text = filler(0, seq.generated)
+def _finish(req: CompletionRequest, seq: Sequence, call: PlannedCall | None) -> str | None:
+    """The finish reason the API reports: a completed tool call is ``tool_calls`` (chat: ``stop`` for a
+    named function, as vLLM)."""
+    if call is None or seq.finish_reason != "stop":
+        return seq.finish_reason
+    return toolcalls.chat_finish(call) if req.api == "" else "tool_calls"
+
+
+def _answer(
+    engine: SimEngine, req: CompletionRequest, seq: Sequence, call: PlannedCall | None
+) -> dict[str, Any]:
+    text = "" if call else filler(0, seq.generated)
+    finish = _finish(req, seq, call)
     if req.api == "messages":
-        return dialects.message_body(req, seq.request_id, text, seq.finish_reason, _usage(seq))
+        body = dialects.message_body(req, seq.request_id, text, finish, _usage(seq))
+        if call:
+            body["content"] = [toolcalls.tool_use_block(call, toolcalls.call_id())]
+        return body
     if req.api == "responses":
-        return dialects.ResponseWriter(req, seq.request_id).body(text, seq.finish_reason, _usage(seq))
-    return full_response(req, seq.request_id, text, seq.finish_reason, _usage(seq), _kv_params(engine, seq))
+        writer = toolcalls.FunctionCallWriter(req, seq.request_id, call) if call else None
+        return (writer or dialects.ResponseWriter(req, seq.request_id)).body(text, finish, _usage(seq))
+    body = full_response(req, seq.request_id, text, finish, _usage(seq), _kv_params(engine, seq))
+    if call:
+        body["choices"][0]["message"] = toolcalls.chat_message(call, toolcalls.call_id())
+    return body
 
 
-def _writer(req: CompletionRequest, seq: Sequence) -> StreamWriter:
+def _writer(req: CompletionRequest, seq: Sequence, call: PlannedCall | None) -> StreamWriter:
     if req.api == "messages":
+        if call:
+            return toolcalls.ToolUseStream(req, seq.request_id, seq.prompt_len, call)
         return dialects.MessageStream(req, seq.request_id, seq.prompt_len)
     if req.api == "responses":
+        if call:
+            return toolcalls.FunctionCallWriter(req, seq.request_id, call)
         return dialects.ResponseWriter(req, seq.request_id)
+    if call:
+        return toolcalls.ChatToolChunks(req, seq.request_id, call)
     return ChunkWriter(req, seq.request_id)
+
+
+def _tool_flags(engine: SimEngine) -> tuple[bool, bool]:
+    """(a tool parser is set, auto tool choice is enabled) from the engine's command line."""
+    args = engine.spec.args
+    parser = any(a == "--tool-call-parser" or a.startswith("--tool-call-parser=") for a in args)
+    return parser, "--enable-auto-tool-choice" in args
+
+
+def _plan(engine: SimEngine, req: CompletionRequest) -> PlannedCall | None:
+    parser, auto = _tool_flags(engine)
+    if req.tools and (problem := tool_choice_problem(req.tool_choice, parser=parser, auto_enabled=auto)):
+        raise RequestError(400, problem)
+    return plan_call(req.tools, req.tool_choice, after_tool_result=req.after_tool_result, auto_enabled=auto)
 
 
 async def _generate(request: web.Request, api: str) -> web.StreamResponse:
@@ -119,20 +159,23 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
     served = tuple(dict.fromkeys(named))
     try:
         req = _parse(body, api, served)
-        seq = _sequence(engine, req, request.headers.get("X-Request-Id"))
+        call = _plan(engine, req)
+        seq = _sequence(engine, req, request.headers.get("X-Request-Id"), call)
+        if call and seq.output_len < call.tokens():
+            call = None  # the call does not fit under max_tokens: the model is cut off in text
     except RequestError as exc:
         return _refusal(exc, api)
     engine.inflight += 1
     try:
         engine.scheduler.submit(seq)
         if req.stream:
-            return await _stream(request, engine, req, seq)
+            return await _stream(request, engine, req, seq, call)
         while seq.state != "done":
             await seq.event.wait()
             seq.event.clear()
         if seq.finish_reason == "abort" and seq.error:
             return _refusal(RequestError(500, seq.error, kind="InternalServerError"), api)
-        return json_response(_answer(engine, req, seq))
+        return json_response(_answer(engine, req, seq, call))
     finally:
         engine.inflight -= 1
         if seq.state != "done":
@@ -140,19 +183,24 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         engine.maybe_log_stats()
 
 
-def _sequence(engine: SimEngine, req: CompletionRequest, client_id: str | None = None) -> Sequence:
+def _sequence(
+    engine: SimEngine, req: CompletionRequest, client_id: str | None = None, call: PlannedCall | None = None
+) -> Sequence:
     tokens = tokenize(req.prompt)
     prompt_len = max(1, len(tokens))
     params = req.kv_transfer_params or {}
     prefill_only = engine.role == "prefill" and bool(params.get("do_remote_decode"))
     remote = params if engine.role == "decode" and params.get("do_remote_prefill") else None
+    room = _room_for_output(engine.cfg.max_model_len, prompt_len, req.max_tokens)
+    # vLLM's defaults: completions 16 tokens, chat what the context leaves
+    cap = min(room, req.max_tokens if req.max_tokens is not None else (room if req.chat else 16))
     if prefill_only:
         output_len, on_length = 1, True
-    elif req.max_tokens is not None:
-        output_len, on_length = req.max_tokens, True
     else:
-        output_len, on_length = (16, True) if not req.chat else (natural_length(req.prompt), False)
-    output_len = min(output_len, _room_for_output(engine.cfg.max_model_len, prompt_len, req.max_tokens))
+        natural = call.tokens() if call else natural_length(req.prompt, req.seed)
+        length = output_length(natural=natural, cap=cap, ignore_eos=req.ignore_eos and not call,
+                               min_tokens=0 if call else req.min_tokens)  # fmt: skip
+        output_len, on_length = length.tokens, not length.at_eos
     return Sequence(
         request_id=engine.request_id("chatcmpl" if req.chat else "cmpl", client_id),
         prompt_len=prompt_len,
@@ -206,12 +254,20 @@ def _kv_params(engine: SimEngine, seq: Sequence) -> dict[str, Any] | None:
     }
 
 
+def _pieces(call: PlannedCall | None) -> Callable[[int], str]:
+    """The text of output token ``i``: the call's arguments (then nothing: end-of-sequence), or filler."""
+    if call is None:
+        return lambda i: filler(i, 1)
+    pieces = call.pieces()
+    return lambda i: pieces[i] if i < len(pieces) else ""
+
+
 async def _stream(
-    request: web.Request, engine: SimEngine, req: CompletionRequest, seq: Sequence
+    request: web.Request, engine: SimEngine, req: CompletionRequest, seq: Sequence, call: PlannedCall | None
 ) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await response.prepare(request)
-    writer = _writer(req, seq)
+    writer, piece = _writer(req, seq, call), _pieces(call)
     sent = 0
     try:
         await response.write(writer.opening())
@@ -224,13 +280,11 @@ async def _stream(
             new = seq.generated - sent
             if new > 0:
                 reason = seq.finish_reason if seq.state == "done" else None
-                chunks = [
-                    writer.delta(filler(sent + i, 1), reason if i == new - 1 else None) for i in range(new)
-                ]
+                chunks = [writer.delta(piece(sent + i), reason if i == new - 1 else None) for i in range(new)]
                 await response.write(b"".join(chunks))
                 sent = seq.generated
             if seq.state == "done":
-                await response.write(writer.closing(seq.finish_reason, _usage(seq)))
+                await response.write(writer.closing(_finish(req, seq, call), _usage(seq)))
                 break
         await response.write_eof()
     except (ConnectionResetError, ConnectionError):

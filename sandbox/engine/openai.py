@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.engine.tokens import chat_prompt
+from sandbox.engine.tools import NO_TOOLS, Tool, ToolChoice, chat_tools
 
 # The vLLM release the simulated engine answers as (realengine/tests/test_conformance.py holds it to it).
 VLLM_VERSION = "0.32.0"
@@ -43,6 +44,15 @@ class CompletionRequest:
     kv_transfer_params: dict[str, Any] | None
     api: str = ""  # "messages" or "responses" for those APIs (``sandbox.engine.dialects``)
     instructions: str | None = None  # the Responses API's, echoed in its answer
+    ignore_eos: bool = False  # vLLM's extensions: generate to max_tokens / no EOS before min_tokens
+    min_tokens: int = 0
+    seed: int | None = None
+    tools: tuple[Tool, ...] = ()
+    tool_choice: ToolChoice = NO_TOOLS
+    after_tool_result: bool = False  # the conversation's last message is a tool's result
+    echo: dict[str, Any] | None = (
+        None  # the Responses API's tools and tool_choice, as its answer repeats them
+    )
 
 
 def parse_request(body: Any, chat: bool, served: tuple[str, ...]) -> CompletionRequest:
@@ -81,6 +91,7 @@ def parse_request(body: Any, chat: bool, served: tuple[str, ...]) -> CompletionR
     params = body.get("kv_transfer_params")
     if params is not None and not isinstance(params, dict):
         raise RequestError(400, "kv_transfer_params must be an object", "kv_transfer_params")
+    offered, choice, after = chat_tools(body) if chat else ((), NO_TOOLS, False)
     return CompletionRequest(
         chat=chat,
         model=str(model or served[0]),
@@ -89,12 +100,34 @@ def parse_request(body: Any, chat: bool, served: tuple[str, ...]) -> CompletionR
         stream=stream,
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
         kv_transfer_params=params,
+        **length_controls(body, max_tokens, min_tokens=True),
+        tools=offered,
+        tool_choice=choice,
+        after_tool_result=after,
     )
 
 
-def natural_length(prompt: str) -> int:
-    """How many tokens the model "wants" to say when no max_tokens is given (deterministic)."""
-    return 16 + zlib.crc32(prompt.encode()) % 113
+def length_controls(body: dict[str, Any], max_tokens: int | None, *, min_tokens: bool) -> dict[str, Any]:
+    """vLLM's ``ignore_eos``, ``min_tokens`` (the Responses API takes only the first) and ``seed``, checked
+    with vLLM 0.32's words."""
+    ignore_eos = body.get("ignore_eos", False)
+    if not isinstance(ignore_eos, bool):
+        raise RequestError(400, "ignore_eos: Input should be a valid boolean", "ignore_eos")
+    least = body.get("min_tokens", 0) if min_tokens else 0
+    if not isinstance(least, int) or isinstance(least, bool):
+        raise RequestError(400, "min_tokens: Input should be a valid integer", "min_tokens")
+    if least < 0:
+        raise RequestError(400, f"min_tokens must be greater than or equal to 0, got {least}.")
+    if max_tokens is not None and least > max_tokens:
+        raise RequestError(
+            400, f"min_tokens must be less than or equal to max_tokens={max_tokens}, got {least}."
+        )
+    seed = body.get("seed")
+    return {
+        "ignore_eos": ignore_eos,
+        "min_tokens": least,
+        "seed": seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+    }
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached: int) -> dict[str, Any]:

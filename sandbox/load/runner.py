@@ -87,6 +87,7 @@ def _body(model: str, chat: bool, planned: PlannedRequest) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": model,
         "max_tokens": planned.max_tokens,
+        "ignore_eos": True,  # a fixed output length, as vLLM's benchmark tool asks for
         "stream": True,
         "stream_options": {"include_usage": True},
     }

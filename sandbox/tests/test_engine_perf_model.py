@@ -39,7 +39,7 @@ async def _stream_ttft(session: aiohttp.ClientSession, url: str, prompt: str, ma
 
 
 async def _stream_all(session: aiohttp.ClientSession, url: str, prompt: str, max_tokens: int) -> int:
-    body = {"prompt": prompt, "max_tokens": max_tokens, "stream": True}
+    body = {"prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "stream": True}
     chunks = 0
     async with session.post(f"{url}/v1/completions", json=body) as response:
         assert response.status == 200
@@ -189,7 +189,13 @@ async def test_a_wrong_pd_ratio_shows_on_the_side_that_is_short():
         rng = random.Random(4)
 
         async def ask(prompt: str, max_tokens: int) -> None:
-            body = {"model": "sim-model", "prompt": prompt, "max_tokens": max_tokens, "stream": True}
+            body = {
+                "model": "sim-model",
+                "prompt": prompt,
+                "max_tokens": max_tokens,
+                "ignore_eos": True,
+                "stream": True,
+            }
             async with session.post(f"{stack.router_url}/v1/completions", json=body) as response:
                 assert response.status == 200
                 async for _ in response.content:
