@@ -12,7 +12,7 @@ TEST_ENV := \
 	FIELD_ENCRYPTION_KEYS=$${TEST_FIELD_ENCRYPTION_KEYS:-qx7dD0H3ZxKdbMgFq3aXNd7R5lOqdRkk2m8Wq1fW0cM=} \
 	TANDEM_HTTPS=false DEBUG=false LOG_LEVEL=warning PASSWORD_HASH_ITERATIONS=1000
 
-.PHONY: demo api-key test install lint typecheck unit real browser clean lock real-engine
+.PHONY: demo api-key test install lint typecheck unit real browser clean lock real-engine assistant-clients assistants
 
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 
@@ -67,7 +67,7 @@ real-engine: $(RUNTIME_STAMP)
 TEST_WORKERS ?= 2
 unit: $(STAMP)
 	@mkdir -p var/staticfiles var/screenshots
-	$(TEST_ENV) $(BIN)/python -m pytest -p tests.parallel -n $(TEST_WORKERS) --dist loadfile -m "not browser and not real_engine" $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -p tests.parallel -n $(TEST_WORKERS) --dist loadfile -m "not browser and not real_engine and not assistant" $(PYTEST_ARGS)
 
 # Tests that run real vLLM processes, in one worker after the others: a starting engine takes both
 # cores for a minute, which the suite's real-time tests must not share.
@@ -75,11 +75,22 @@ real: $(STAMP) real-engine
 	@mkdir -p var/staticfiles var/screenshots
 	$(TEST_ENV) $(BIN)/python -m pytest -m real_engine $(PYTEST_ARGS)
 
+# The coding-assistant clients the conformance suite runs (Claude Code, Codex, opencode, Qwen Code, Cline
+# from npm; aider in a venv of its own, never a Tandem dependency) at pinned versions, installed once per
+# machine under ~/.cache/tandem/assistants (TANDEM_ASSISTANTS_HOME); a failed install prints the command
+# that repeats it. `make assistants` runs each against the gateway, one at a time after the unit tests.
+assistant-clients: $(RUNTIME_STAMP)
+	$(BIN)/python -m assistants.install
+
+assistants: $(STAMP) assistant-clients
+	@mkdir -p var/staticfiles var/screenshots
+	$(TEST_ENV) $(BIN)/python -m pytest -m assistant $(PYTEST_ARGS)
+
 browser: $(STAMP)
 	@mkdir -p var/staticfiles var/screenshots
 	$(TEST_ENV) $(BIN)/pytest -m browser $(PYTEST_ARGS)
 
-test: lint typecheck unit real browser
+test: lint typecheck unit real assistants browser
 
 clean:
 	rm -rf $(VENV) $(VENV)-tools node_modules var

@@ -137,6 +137,17 @@ def model_for_key(*, key: ApiKey) -> str:
     return name or "<model>"
 
 
+def aliases_for_model(*, model: str) -> tuple[str, ...]:
+    """The other names the gateway serves `model` under (its topology's aliases), for the snippets."""
+    from gateway.models import Route
+
+    for route in Route.objects.select_related("topology"):
+        names = (route.topology.model_name, *route.aliases)
+        if model in names:
+            return tuple(name for name in names if name != model)
+    return ()
+
+
 def key_usage_by_key(*, key_ids: list[Any], hours: int = 24) -> dict[str, list[tuple[datetime, int]]]:
     """Requests per hour of several keys over the last `hours` hours, in one query (the list's sparklines)."""
     since = timezone.now() - timedelta(hours=hours)

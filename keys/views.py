@@ -180,7 +180,12 @@ def _render_issued(
             "base_url": f"{root}/v1" if inference else f"{root}/api/v1",
             "model": model if inference else "",
             "snippets": client_snippets(
-                base_url=root, secret=issued.secret, kind=key.kind, model=model, purpose=key.purpose
+                base_url=root,
+                secret=issued.secret,
+                kind=key.kind,
+                model=model,
+                purpose=key.purpose,
+                aliases=selectors.aliases_for_model(model=model),
             ),
         },
     )

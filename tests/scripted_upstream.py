@@ -31,6 +31,7 @@ SHELL_TOOLS: dict[str, dict[str, Any]] = {
     "run_shell_command": {"command": f"echo {MARKER}"},
     "bash": {"command": f"echo {MARKER}", "description": "Print a marker"},
     "execute_command": {"command": f"echo {MARKER}", "requires_approval": False},
+    "run_commands": {"commands": [f"echo {MARKER}"]},
 }
 
 

@@ -70,15 +70,19 @@ def test_every_snippet_of_a_coding_assistant_key_works_as_shown(gateway, admin_u
     body = issued_through_the_api(gateway.base, admin_user.username)
     assert body["base_url"] == gateway.base and body["model"] == MODEL
     snippets = {s["id"]: s["text"] for s in body["snippets"]}
-    assert set(snippets) == {"curl", "openai-python", "env", "cline", "codex", "claude-code"}
+    assert set(snippets) == {
+        "curl", "openai-python", "anthropic-python", "env", "claude-code", "codex", "cline", "cline-cli",
+        "opencode", "qwen-code", "aider",
+    }  # fmt: skip
     secret = body["secret"]
 
     # curl, pasted into a shell
     answer = json.loads(run(["bash", "-c", snippets["curl"]]))
     assert answer["choices"][0]["message"]["content"], answer
 
-    # the openai SDK snippet, run as written
-    assert python(snippets["openai-python"]).strip()
+    # the openai SDK snippet (chat completions, then the Responses API) and the anthropic SDK's, as written
+    assert len(python(snippets["openai-python"]).strip().splitlines()) >= 2
+    assert python(snippets["anthropic-python"]).strip()
 
     # environment variables: the openai SDK reads OPENAI_BASE_URL and OPENAI_API_KEY by itself
     reads_env = (
@@ -101,19 +105,20 @@ def test_every_snippet_of_a_coding_assistant_key_works_as_shown(gateway, admin_u
     )
     assert python(as_cline).strip()
 
-    # Codex: auth.json's key, sent to the provider's {base_url}/chat/completions (wire_api chat)
-    auth_json, config_toml = snippets["codex"].split("# ~/.codex/config.toml\n", 1)
-    auth = json.loads(auth_json.split("# ~/.codex/auth.json\n", 1)[1])
-    config = tomllib.loads(config_toml)
+    # Codex: auth.json's key, sent to the provider's {base_url}/responses (wire_api responses; the
+    # assistants suite runs Codex itself with these two files)
+    config_toml, auth_json = snippets["codex"].split("# ~/.codex/auth.json\n", 1)
+    auth = json.loads(auth_json)
+    config = tomllib.loads(config_toml.split("# ~/.codex/config.toml\n", 1)[1])
     provider = config["model_providers"][config["model_provider"]]
-    assert provider["wire_api"] == "chat"
+    assert provider["wire_api"] == "responses"
     # Codex takes a custom provider's key from auth.json only when it requires OpenAI auth; with an
     # env_key it would read that environment variable instead and ignore auth.json.
     assert provider["requires_openai_auth"] is True and "env_key" not in provider
     codex_call = requests.post(
-        f"{provider['base_url']}/chat/completions",
+        f"{provider['base_url']}/responses",
         headers={"Authorization": f"Bearer {auth['OPENAI_API_KEY']}"},
-        json={"model": config["model"], "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8},
+        json={"model": config["model"], "input": "hi", "max_output_tokens": 8, "store": False},
         timeout=30,
     )
     assert codex_call.status_code == 200, codex_call.text

@@ -55,6 +55,7 @@ def issued_body(request: Request, issued: services.Issued) -> dict[str, Any]:
             kind=issued.key.kind,
             model=model,
             purpose=issued.key.purpose,
+            aliases=selectors.aliases_for_model(model=model),
         ),
     }
 

@@ -52,11 +52,16 @@ def test_assistant_key_dialog_gives_each_client_its_base_url_and_copies_snippets
         labels = page.locator(".snippet h3").all_inner_texts()
         assert labels == [
             "curl",
-            "openai (Python SDK)",
+            "openai (Python SDK): chat completions and the Responses API",
+            "anthropic (Python SDK): Messages",
             "Environment variables",
-            "Cline (OpenAI Compatible provider settings)",
-            "Codex (~/.codex/auth.json, and the provider in ~/.codex/config.toml)",
-            "Claude Code (environment)",
+            "Claude Code 2.1.332 (environment; its small/fast model too)",
+            "Codex 0.171.0 (~/.codex/config.toml and ~/.codex/auth.json)",
+            "Cline 3.0.65 extension (OpenAI Compatible provider settings)",
+            "Cline CLI 3.0.65",
+            "opencode 1.18.33 (opencode.json in the project, or ~/.config/opencode/)",
+            "Qwen Code 0.24.4",
+            "aider 0.86.2",
         ], labels
 
         def copied(snippet: str) -> str:

@@ -195,7 +195,14 @@ def test_inference_key_gets_v1_base_url_model_and_client_snippets(operator):
     html = client.post("/keys/new/coding-assistant/", data).content.decode()
     assert '<code id="base-url">http://testserver/v1</code>' in html
     assert '<code id="model-id">qwen3-32b</code>' in html
-    for label in ("curl", "openai (Python SDK)", "Environment variables", "Claude Code (environment)"):
+    labels = (
+        "curl",
+        "openai (Python SDK): chat completions and the Responses API",
+        "Environment variables",
+        "Claude Code 2.1.332 (environment; its small/fast model too)",
+        "Codex 0.171.0 (~/.codex/config.toml and ~/.codex/auth.json)",
+    )
+    for label in labels:
         assert f"<h3>{label}</h3>" in html
     assert "ANTHROPIC_BASE_URL=http://testserver\n" in html
 
