@@ -119,9 +119,14 @@ def _tool_flags(engine: SimEngine) -> tuple[bool, bool]:
 
 
 def _plan(engine: SimEngine, req: CompletionRequest) -> PlannedCall | None:
+    """The tool call to answer with. vLLM refuses, on chat and Messages, a tool choice it was not started
+    for; its Responses route ignores the tools then (other engines are not held to vLLM's flags)."""
     parser, auto = _tool_flags(engine)
-    if req.tools and (problem := tool_choice_problem(req.tool_choice, parser=parser, auto_enabled=auto)):
+    refuses = engine.spec.engine == "vllm" and req.api != "responses" and req.tools
+    if refuses and (problem := tool_choice_problem(req.tool_choice, parser=parser, auto_enabled=auto)):
         raise RequestError(400, problem)
+    if not parser:
+        return None
     return plan_call(req.tools, req.tool_choice, after_tool_result=req.after_tool_result, auto_enabled=auto)
 
 

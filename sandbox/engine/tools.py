@@ -5,9 +5,14 @@ The rule, the same on every API (chat, Messages, Responses):
 - ``tool_choice`` ``none`` (or no tools): never a call.
 - ``required`` (Anthropic ``any``) or a named function (Anthropic ``tool``): always a call, of the named
   tool or of the first one offered.
-- ``auto`` (the default when tools are offered, as in vLLM, which needs ``--enable-auto-tool-choice`` for
-  it): a call of the first tool when the conversation's last message is not a tool result; once a tool
-  result came back, an answer in text. So an agent loop calls once, reads the result, and answers.
+- ``auto`` (the default when tools are offered): a call of the first tool when the conversation's last
+  message is not a tool result; once a tool result came back, an answer in text. So an agent loop calls
+  once, reads the result, and answers.
+
+What the engine was started with decides first, as in vLLM 0.32: on chat and Messages, ``required`` and
+named choices need ``--tool-call-parser`` and ``auto`` (so any request with tools but no ``tool_choice``)
+also ``--enable-auto-tool-choice``, or the request is refused (``tool_choice_problem``); the Responses
+API refuses none of them and, without a parser, ignores the tools.
 
 Arguments satisfy the tool's JSON schema: every required property is filled by its type (its ``const``,
 ``default`` or first ``enum`` value when it has one), nested objects likewise; optional properties are left
@@ -36,10 +41,9 @@ class Tool:
 class ToolChoice:
     mode: str  # "none" | "auto" | "required" | NAMED
     name: str | None = None
-    given: bool = True  # False: the request had no tool_choice (vLLM then takes "auto" when tools are given)
 
 
-NO_TOOLS = ToolChoice("none", given=False)
+NO_TOOLS = ToolChoice("none")
 
 
 @dataclass(frozen=True)
@@ -106,7 +110,7 @@ def plan_call(
 
 def tool_choice_problem(choice: ToolChoice, *, parser: bool, auto_enabled: bool) -> str | None:
     """vLLM 0.32's refusal of a tool choice the server was not started for (a 400), or None."""
-    if choice.mode == "none" or (choice.mode == "auto" and not choice.given):
+    if choice.mode == "none":
         return None
     if choice.mode == "auto":
         if auto_enabled and parser:
@@ -143,7 +147,7 @@ def chat_tools(body: dict[str, Any]) -> tuple[tuple[Tool, ...], ToolChoice, bool
     elif raw in ("none", "auto", "required"):
         choice = ToolChoice(str(raw))
     else:
-        choice = ToolChoice("auto" if tools else "none", given=False)
+        choice = ToolChoice("auto" if tools else "none")  # vLLM's default when tools are given
     messages = body.get("messages") or []
     last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
     return tuple(tools), choice, last.get("role") == "tool"
@@ -183,11 +187,11 @@ def responses_tools(body: dict[str, Any]) -> tuple[tuple[Tool, ...], ToolChoice,
     if isinstance(raw, dict):
         choice = _named_choice(raw.get("type") == "function", raw.get("name"))
     else:
-        choice = ToolChoice(raw if raw in ("none", "auto", "required") else "auto", given=raw != "auto")
+        choice = ToolChoice(raw if raw in ("none", "auto", "required") else "auto")
     items = body.get("input")
     last = items[-1] if isinstance(items, list) and items and isinstance(items[-1], dict) else {}
     return (
         tuple(tools),
-        choice if tools else ToolChoice("none", given=False),
+        choice if tools else NO_TOOLS,
         last.get("type") == "function_call_output",
     )

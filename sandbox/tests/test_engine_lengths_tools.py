@@ -92,7 +92,7 @@ def test_required_and_named_call_even_after_a_tool_result():
 def test_each_api_says_tools_choice_and_tool_results_its_own_way():
     tool = {"type": "function", "function": {"name": "f", "parameters": {}}}
     chat = {"tools": [tool], "messages": [{"role": "user"}, {"role": "tool", "content": "x"}]}
-    assert chat_tools(chat) == ((Tool("f", {}),), ToolChoice("auto", given=False), True)
+    assert chat_tools(chat) == ((Tool("f", {}),), ToolChoice("auto"), True)  # vLLM's default with tools
     named = {**chat, "tool_choice": {"type": "function", "function": {"name": "f"}}}
     assert chat_tools(named)[1] == ToolChoice(NAMED, "f")
     result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}
@@ -104,7 +104,7 @@ def test_each_api_says_tools_choice_and_tool_results_its_own_way():
     assert messages_tools(anthropic) == ((Tool("f", {}),), ToolChoice("required"), True)
     assert messages_tools({**anthropic, "tool_choice": None})[1] == ToolChoice("auto")
     responses = {"tools": [{"type": "function", "name": "f"}], "input": [{"type": "function_call_output"}]}
-    assert responses_tools(responses) == ((Tool("f", {}),), ToolChoice("auto", given=False), True)
+    assert responses_tools(responses) == ((Tool("f", {}),), ToolChoice("auto"), True)
 
 
 def test_tool_choices_the_server_was_not_started_for_are_refused_in_vllms_words():
@@ -117,7 +117,7 @@ def test_tool_choices_the_server_was_not_started_for_are_refused_in_vllms_words(
     assert tool_choice_problem(ToolChoice("auto"), parser=True, auto_enabled=False) == (
         '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
     )
-    assert tool_choice_problem(ToolChoice("auto", given=False), parser=False, auto_enabled=False) is None
+    assert tool_choice_problem(ToolChoice("none"), parser=False, auto_enabled=False) is None
     assert tool_choice_problem(ToolChoice("required"), parser=True, auto_enabled=False) is None
 
 
@@ -132,21 +132,27 @@ async def plain_engine():
     await farm.close()
 
 
-async def test_an_engine_without_a_tool_parser_refuses_required_and_ignores_tools_otherwise(plain_engine):
-    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
-    body = {"messages": [{"role": "user", "content": "hi"}], "tools": tools, "max_tokens": 4}
+async def test_without_a_tool_parser_chat_refuses_tools_and_responses_ignores_them(plain_engine):
+    """What real vLLM 0.32 answered, started without --tool-call-parser / --enable-auto-tool-choice."""
+    chat_tool = {"type": "function", "function": {"name": "f", "parameters": {}}}
+    chat = {"messages": [{"role": "user", "content": "hi"}], "tools": [chat_tool], "max_tokens": 4}
+    responses = {"input": "hi", "tools": [{"type": "function", "name": "f"}], "max_output_tokens": 4}
+    answers = []
     async with aiohttp.ClientSession() as session:
-        async with session.post(
-            f"{plain_engine}/v1/chat/completions", json={**body, "tool_choice": "required"}
-        ) as r:
-            refused = (r.status, await r.json())
-        async with session.post(f"{plain_engine}/v1/chat/completions", json=body) as r:
-            served = await r.json()
-    assert refused == (400, {"error": {
-        "message": 'tool_choice="required" requires --tool-call-parser to be set', "type": "BadRequestError",
-        "param": None, "code": 400,
+        for path, body in [
+            ("/v1/chat/completions", {**chat, "tool_choice": "required"}),
+            ("/v1/chat/completions", chat),
+            ("/v1/responses", {**responses, "tool_choice": "required"}),
+        ]:
+            async with session.post(f"{plain_engine}{path}", json=body) as response:
+                answers.append((response.status, await response.json()))
+    refused = {"type": "BadRequestError", "param": None, "code": 400}
+    assert answers[0] == (400, {"error": {
+        "message": 'tool_choice="required" requires --tool-call-parser to be set', **refused,
     }})  # fmt: skip
-    assert (
-        served["choices"][0]["message"]["tool_calls"] == []
-        and served["choices"][0]["finish_reason"] == "length"
-    )
+    assert answers[1] == (400, {"error": {
+        "message": '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set',
+        **refused,
+    }})  # fmt: skip
+    status, body = answers[2]
+    assert status == 200 and body["status"] == "incomplete" and body["output"][0]["type"] == "message"
