@@ -17,11 +17,16 @@ from tests.support import free_port
 
 # Tool calls as vLLM 0.32 serves them: "required" and named tool choices need a tool parser, "auto" also
 # --enable-auto-tool-choice. Hermes' parser reads the tiny model's chat template (realengine/model.py).
+# A test module sets ENGINE_FLAGS to start both engines with other flags.
 TOOL_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
 
 
+def engine_flags(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    return tuple(getattr(request.module, "ENGINE_FLAGS", TOOL_FLAGS))
+
+
 @pytest.fixture(scope="module")
-def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def real_vllm(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[str]:
     """A real vLLM (CPU build) serving the tiny model. Installing it is part of the run: when that fails,
     the run fails and says which command repeats it; nothing is skipped."""
     try:
@@ -29,7 +34,7 @@ def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     except RuntimeError as error:
         pytest.fail(str(error), pytrace=False)
     log = Path(tmp_path_factory.mktemp("real-vllm")) / "engine.log"
-    engine = Engine(host="127.0.0.1", port=free_port(), log=log, args=list(TOOL_FLAGS)).start()
+    engine = Engine(host="127.0.0.1", port=free_port(), log=log, args=list(engine_flags(request))).start()
     try:
         engine.wait_ready()
         yield engine.base
@@ -40,7 +45,7 @@ def real_vllm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def sim_vllm() -> Iterator[str]:
+def sim_vllm(request: pytest.FixtureRequest) -> Iterator[str]:
     """The sandbox's simulated vLLM as a pod of the demo would run it, on its own event loop."""
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -48,7 +53,7 @@ def sim_vllm() -> Iterator[str]:
     farm = EngineFarm()
     spec = engine_spec(
         "both", model=MODEL_NAME,
-        args=(MODEL_NAME, "--max-model-len", str(CONTEXT), "--enable-prefix-caching", *TOOL_FLAGS),
+        args=(MODEL_NAME, "--max-model-len", str(CONTEXT), "--enable-prefix-caching", *engine_flags(request)),
         env={"SANDBOX_TIME_SCALE": "0.05"},
     )  # fmt: skip
     asyncio.run_coroutine_threadsafe(
