@@ -370,6 +370,7 @@ async def serve(request: dict[str, Any], entry: RouteEntry, send: Send, outcome:
         opened = False
         async for piece in response.content.iter_any():
             chunks, _ = chat_chunks(reader, piece)
+            outcome.streamed_chunks += len(chunks)
             out = b""
             if chunks and not opened:
                 out, opened = translator.start(chunks[0]), True

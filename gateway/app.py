@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 
 from controlplane.client_ip import resolve_client_ip
-from gateway import anthropic, dispatch, tokencount
+from gateway import anthropic, cancel, dispatch, tokencount
 from gateway.errors import GatewayError, anthropic_body, openai_body
 from gateway.recorder import RequestRecord, recorder
 from gateway.responses import serve as responses
@@ -211,15 +211,14 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         outcome.model = str(request["model"])
         entry = _route(table, grant, outcome.model)
         outcome.entry = entry
-        if path == COUNT_TOKENS:
-            chat = anthropic.to_chat({**request, "max_tokens": request.get("max_tokens") or 1})
-            await tokencount.serve(chat, entry, send, outcome)
-        elif messages_api:
-            await anthropic.serve(request, entry, send, outcome)
-        elif path == RESPONSES:
-            await responses.serve(request, entry, send, outcome)
+        work = _work(path, request, entry, send, outcome, raw)
+        if request.get("stream") is True:
+            try:
+                await cancel.until_disconnect(work, receive)
+            except cancel.ClientCancelled:
+                cancel.charge_cut(outcome, body_bytes=len(raw))
         else:
-            await dispatch.serve(path, request, entry, send, outcome, raw=raw)
+            await work
     except GatewayError as error:
         outcome.status = error.status
         outcome.error_code = error.code
@@ -242,6 +241,19 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
     finally:
         if grant is not None:
             await _finish(grant, outcome, path, started)
+
+
+def _work(
+    path: str, request: dict[str, Any], entry: RouteEntry, send: Send, outcome: dispatch.Outcome, raw: bytes
+) -> Awaitable[None]:
+    if path == COUNT_TOKENS:
+        chat = anthropic.to_chat({**request, "max_tokens": request.get("max_tokens") or 1})
+        return tokencount.serve(chat, entry, send, outcome)
+    if path == MESSAGES:
+        return anthropic.serve(request, entry, send, outcome)
+    if path == RESPONSES:
+        return responses.serve(request, entry, send, outcome)
+    return dispatch.serve(path, request, entry, send, outcome, raw=raw)
 
 
 async def _send_models(send: Send, entries: list[RouteEntry]) -> None:

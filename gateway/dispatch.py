@@ -46,6 +46,7 @@ class Outcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     ttft_ms: float | None = None
+    streamed_chunks: int = 0  # chunks of a stream relayed so far (about one token each)
 
 
 _breakers: dict[int, Breaker] = {}
@@ -259,6 +260,7 @@ async def relay_stream(
                     continue
             out.append(event)
         if out:
+            outcome.streamed_chunks += len(out)
             await send({"type": "http.response.body", "body": b"".join(out), "more_body": True})
     await send({"type": "http.response.body", "body": reader.rest(), "more_body": False})
     outcome.prompt_tokens, outcome.completion_tokens = stats.prompt_tokens, stats.completion_tokens

@@ -142,6 +142,7 @@ async def _relay(response: aiohttp.ClientResponse, reply: _Reply) -> None:
         for event in events:
             if b".delta" in event:
                 reply.first_byte()
+                reply.outcome.streamed_chunks += 1
             if any(end in event for end in ENDINGS):
                 with contextlib.suppress(ValueError, AttributeError):
                     data = json.loads(event_data(event) or b"{}")
@@ -160,6 +161,7 @@ async def _translate(response: aiohttp.ClientResponse, reply: _Reply) -> None:
     try:
         async for piece in response.content.iter_any():
             chunks, done = chat_chunks(reader, piece)
+            reply.outcome.streamed_chunks += len(chunks)
             ended = ended or done
             out = b"".join(translator.chunk(chunk) for chunk in chunks)
             _count(translator.usage, reply.outcome)
