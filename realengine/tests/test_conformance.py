@@ -124,22 +124,54 @@ def test_responses_stream(real_vllm, sim_vllm):
         assert events[-1][1]["response"]["usage"]["output_tokens"] == 4
 
 
+CHAT_TOOL = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+RESPONSES_TOOL = [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}]
 ERRORS = [
-    ("/v1/chat/completions", {**CHAT, "max_tokens": CONTEXT + 1}),
-    ("/v1/completions", {"model": MODEL_NAME, "prompt": "the " * (CONTEXT + 8), "max_tokens": 1}),
-    ("/v1/chat/completions", {**CHAT, "model": "no-such-model", "max_tokens": 4}),
-    ("/v1/messages", {**CHAT, "model": "no-such-model", "max_tokens": 4}),
-    ("/v1/responses", {"model": "no-such-model", "input": "Hi."}),
-    ("/v1/chat/completions", {**CHAT, "max_tokens": 3, "min_tokens": 5}),
-    ("/v1/completions", {"model": MODEL_NAME, "prompt": "Hi.", "max_tokens": 3, "min_tokens": -1}),
+    pytest.param("/v1/chat/completions", {**CHAT, "max_tokens": CONTEXT + 1}, id="max-tokens"),
+    pytest.param(
+        "/v1/completions",
+        {"model": MODEL_NAME, "prompt": "the " * (CONTEXT + 8), "max_tokens": 1},
+        id="prompt",
+    ),
+    pytest.param("/v1/chat/completions", {**CHAT, "model": "no-such-model", "max_tokens": 4}, id="model"),
+    pytest.param("/v1/messages", {**CHAT, "model": "no-such-model", "max_tokens": 4}, id="messages"),
+    pytest.param("/v1/responses", {"model": "no-such-model", "input": "Hi."}, id="responses"),
+    pytest.param("/v1/chat/completions", {**CHAT, "max_tokens": 3, "min_tokens": 5}, id="min-over-max"),
+    pytest.param(
+        "/v1/completions",
+        {"model": MODEL_NAME, "prompt": "Hi.", "max_tokens": 3, "min_tokens": -1},
+        id="min-negative",
+    ),
+    pytest.param("/v1/chat/completions", {**CHAT, "min_tokens": "some"}, id="min-not-a-number"),
+    pytest.param("/v1/chat/completions", {**CHAT, "tools": []}, id="tools-empty"),
+    pytest.param("/v1/chat/completions", {**CHAT, "tool_choice": "required"}, id="tool-choice-without-tools"),
+    pytest.param(
+        "/v1/chat/completions", {**CHAT, "tools": CHAT_TOOL, "tool_choice": "sometimes"}, id="tool-choice-bad"
+    ),
+    pytest.param(
+        "/v1/chat/completions",
+        {**CHAT, "tools": CHAT_TOOL, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+        id="tool-choice-unknown",
+    ),
+    pytest.param(
+        "/v1/responses",
+        {
+            "model": MODEL_NAME,
+            "input": "Hi.",
+            "tools": RESPONSES_TOOL,
+            "tool_choice": {"type": "function", "name": "nope"},
+        },
+        id="responses-tool-unknown",
+    ),
+    pytest.param(
+        "/v1/responses",
+        {"model": MODEL_NAME, "input": "Hi.", "tool_choice": "required"},
+        id="responses-required-no-tools",
+    ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("path", "body"),
-    ERRORS,
-    ids=["max-tokens", "prompt", "model", "messages", "responses", "min-over-max", "min-negative"],
-)
+@pytest.mark.parametrize(("path", "body"), ERRORS)
 def test_error_bodies_are_the_real_engines(real_vllm, sim_vllm, path, body):
     real, sim = both(real_vllm, sim_vllm, path, body)
     assert (sim.status_code, sim.json()) == (real.status_code, real.json())
@@ -209,6 +241,14 @@ def test_answers_end_at_end_of_sequence_before_max_tokens(real_vllm, sim_vllm, r
 @pytest.mark.parametrize("route", ["chat", "completions", "responses"])
 def test_ignore_eos_generates_to_max_tokens(real_vllm, sim_vllm, route):
     assert ask(real_vllm, route, ignore_eos=True) == ask(sim_vllm, route, ignore_eos=True) == ("length", CAP)
+
+
+def test_ignore_eos_is_read_as_vllm_reads_a_boolean(real_vllm, sim_vllm):
+    """vLLM's request model takes "yes", "on", 1 for true, as pydantic does."""
+    assert (
+        ask(real_vllm, "chat", ignore_eos="yes") == ask(sim_vllm, "chat", ignore_eos="yes") == ("length", CAP)
+    )
+    assert ask(sim_vllm, "chat", ignore_eos="off") == ("stop", 34)
 
 
 def test_messages_route_does_not_take_ignore_eos(real_vllm, sim_vllm):

@@ -16,7 +16,7 @@ from typing import Any
 
 from sandbox.engine.openai import CompletionRequest, RequestError, length_controls
 from sandbox.engine.tokens import chat_prompt
-from sandbox.engine.tools import messages_tools, responses_tools
+from sandbox.engine.tools import messages_tools, responses_tools, responses_tools_problem
 
 STOP_REASONS = {"length": "max_tokens", "stop": "end_turn", "tool_calls": "tool_use"}  # vLLM's -> Anthropic's
 RESPONSE_TOOL_NULLS = ("allowed_callers", "async", "defer_loading", "description", "output_schema")
@@ -102,6 +102,8 @@ def parse_responses(body: Any, served: tuple[str, ...]) -> CompletionRequest:
     if not isinstance(stream, bool):
         raise RequestError(400, "stream: Input should be a valid boolean", "stream")
     max_tokens = _positive(body, "max_output_tokens", required=False)
+    if problem := responses_tools_problem(body):
+        raise RequestError(400, f"{problem[0]} (parameter={problem[1]})", problem[1])
     offered, choice, after = responses_tools(body)
     echoed = [{**tool, **{k: tool.get(k) for k in RESPONSE_TOOL_NULLS}} for tool in body.get("tools") or []]
     return CompletionRequest(

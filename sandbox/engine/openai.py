@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.engine.tokens import chat_prompt
-from sandbox.engine.tools import NO_TOOLS, Tool, ToolChoice, chat_tools
+from sandbox.engine.tools import NO_TOOLS, Tool, ToolChoice, chat_tools, chat_tools_problem
 
 # The vLLM release the simulated engine answers as (realengine/tests/test_conformance.py holds it to it).
 VLLM_VERSION = "0.32.0"
@@ -91,6 +91,8 @@ def parse_request(body: Any, chat: bool, served: tuple[str, ...]) -> CompletionR
     params = body.get("kv_transfer_params")
     if params is not None and not isinstance(params, dict):
         raise RequestError(400, "kv_transfer_params must be an object", "kv_transfer_params")
+    if chat and (problem := chat_tools_problem(body)):
+        raise RequestError(400, f"{problem[0]} (parameter={problem[1]})", problem[1])
     offered, choice, after = chat_tools(body) if chat else ((), NO_TOOLS, False)
     return CompletionRequest(
         chat=chat,
@@ -107,15 +109,43 @@ def parse_request(body: Any, chat: bool, served: tuple[str, ...]) -> CompletionR
     )
 
 
+_TRUE, _FALSE = {"1", "on", "t", "true", "y", "yes"}, {"0", "off", "f", "false", "n", "no"}
+
+
+def _invalid(name: str, kind: str, message: str, value: Any) -> RequestError:
+    """vLLM's answer to a request field of the wrong type (FastAPI's validation error, as it words it)."""
+    detail = {"type": kind, "loc": f"body.{name}", "msg": message, "input": value}
+    return RequestError(400, f"1 validation error:\n  {detail}", f"body.{name}", "Bad Request")
+
+
+def _lax_bool(name: str, value: Any) -> bool:
+    """A boolean as pydantic reads one: true/false, 0/1, or words like "yes" and "off"."""
+    if isinstance(value, bool):
+        return value
+    if value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in _TRUE | _FALSE:
+        return value.lower() in _TRUE
+    raise _invalid(name, "bool_parsing", "Input should be a valid boolean, unable to interpret input", value)
+
+
+def _lax_int(name: str, value: Any) -> int:
+    """An integer as pydantic reads one: an int, an integral float or a string of digits."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        return int(value)
+    message = "Input should be a valid integer, unable to parse string as an integer"
+    raise _invalid(name, "int_parsing" if isinstance(value, str) else "int_type", message, value)
+
+
 def length_controls(body: dict[str, Any], max_tokens: int | None, *, min_tokens: bool) -> dict[str, Any]:
     """vLLM's ``ignore_eos``, ``min_tokens`` (the Responses API takes only the first) and ``seed``, checked
     with vLLM 0.32's words."""
-    ignore_eos = body.get("ignore_eos", False)
-    if not isinstance(ignore_eos, bool):
-        raise RequestError(400, "ignore_eos: Input should be a valid boolean", "ignore_eos")
-    least = body.get("min_tokens", 0) if min_tokens else 0
-    if not isinstance(least, int) or isinstance(least, bool):
-        raise RequestError(400, "min_tokens: Input should be a valid integer", "min_tokens")
+    ignore_eos = _lax_bool("ignore_eos", body.get("ignore_eos", False))
+    least = _lax_int("min_tokens", body.get("min_tokens", 0)) if min_tokens else 0
     if least < 0:
         raise RequestError(400, f"min_tokens must be greater than or equal to 0, got {least}.")
     if max_tokens is not None and least > max_tokens:

@@ -195,3 +195,43 @@ def responses_tools(body: dict[str, Any]) -> tuple[tuple[Tool, ...], ToolChoice,
         choice if tools else NO_TOOLS,
         last.get("type") == "function_call_output",
     )
+
+
+# --- what vLLM 0.32 refuses in a request's tools (its words; the message ends "(parameter=...)") -------
+EMPTY_TOOLS = (
+    "`tools` must not be an empty array. Either provide at least one tool or omit the field entirely."
+)
+CHOICES = 'Only named tools, "none", "auto" or "required" are supported.'
+UNKNOWN_TOOL = "The tool specified in `tool_choice` does not match any of the specified `tools`"
+
+
+def chat_tools_problem(body: dict[str, Any]) -> tuple[str, str] | None:
+    """(message, parameter) of a chat request's tools or tool_choice vLLM refuses, or None."""
+    tools, choice = body.get("tools"), body.get("tool_choice")
+    if tools == []:
+        return EMPTY_TOOLS, "tools"
+    if choice is None or choice == "none":
+        return None
+    if not tools:
+        return "When using `tool_choice`, `tools` must be set.", "tool_choice"
+    if not isinstance(choice, dict):
+        if choice in ("auto", "required"):
+            return None
+        return f"Invalid value for `tool_choice`: {choice}! {CHOICES}", "tool_choice"
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else None
+    if name not in {tool.name for tool in chat_tools(body)[0]}:
+        return UNKNOWN_TOOL, "tool_choice"
+    return None
+
+
+def responses_tools_problem(body: dict[str, Any]) -> tuple[str, str] | None:
+    """The same for a Responses request."""
+    choice, tools = body.get("tool_choice", "auto"), body.get("tools") or []
+    named = isinstance(choice, dict) and choice.get("type") in ("function", "custom")
+    if not tools and choice == "required":
+        return "Tool choice 'required' must be specified with 'tools' parameter.", "tool_choice"
+    offered = {t.get("name") for t in tools if isinstance(t, dict)}
+    if named and (not tools or choice.get("name") not in offered):
+        return "Tool choice 'function' not found in 'tools' parameter.", "tool_choice"
+    return None
