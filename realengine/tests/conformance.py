@@ -109,7 +109,7 @@ def ask(base: str, route: str, **extra: Any) -> tuple[str, int]:
 
 def cut_at_cap_or_ended(result: tuple[str, int], cap: int = CAP) -> bool:
     reason, tokens = result
-    return (reason == "length" and tokens == cap) or (reason == "stop" and tokens < cap)
+    return (reason == "length" and tokens == cap) or (reason == "stop" and tokens <= cap)
 
 
 # --- Tool calls -----------------------------------------------------------------------------------------
