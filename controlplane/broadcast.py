@@ -6,12 +6,16 @@ import asyncio
 import logging
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 
+from controlplane.loopthread import LoopThread
+
 logger = logging.getLogger(__name__)
+# Events go out on one loop per process, so the channel layer's Redis connections are kept between
+# them (a loop per event made every send connect anew: tens of milliseconds per live update).
+_sender = LoopThread("broadcast")
 
 
 def topology_group(topology_id: int) -> str:
@@ -61,7 +65,7 @@ def send_now(group: str, message: dict[str, Any], *, event: dict[str, Any] | Non
     # Live events are best effort: pages re-fetch their state on reconnect. A Redis outage must not
     # hang or fail the request (or task) whose commit the event announces.
     try:
-        async_to_sync(send)()
+        _sender.run(send(), timeout=deadline + 1)
     except (TimeoutError, OSError, ConnectionError) as error:
         logger.warning("event to %s not sent: Redis did not take it (%s)", group, error or "timeout")
     except Exception as error:

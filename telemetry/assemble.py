@@ -279,11 +279,13 @@ def _links(
     decodes = [(t.name, t.ip, t.group) for t in targets if t.role == "decode"]
     pairs = pairs_of(prefills, decodes)
     probes = dict(state.get("probes") or {})
-    probes.update({pair_key(p["prefill"], p["decode"]): p for p in inputs.probes})
     ids = {key: list(value) for key, value in (state.get("probe_ids") or {}).items()}
-    for p in inputs.probes:
+    for p in inputs.probes:  # oldest first; a probe already taken in (it is kept for a while) is not new
         key = pair_key(p["prefill"], p["decode"])
-        ids[key] = [*ids.get(key, []), p["request_id"]][-PROBE_IDS_KEPT:]
+        if key not in probes or p["ts"] >= probes[key]["ts"]:
+            probes[key] = p
+        if p["request_id"] not in ids.get(key, []):
+            ids[key] = [*ids.get(key, []), p["request_id"]][-PROBE_IDS_KEPT:]
     per_decode: dict[str, int] = {}
     for pair in pairs:
         per_decode[pair.decode] = per_decode.get(pair.decode, 0) + 1

@@ -12,6 +12,7 @@ import redis
 from django.core.cache import cache
 
 from telemetry.assemble import CollectorState, empty_state
+from telemetry.probe import ProbeResult
 from telemetry.snapshot import TopologySnapshot
 
 logger = logging.getLogger(__name__)
@@ -25,6 +26,10 @@ def _snapshot_key(topology_id: int) -> str:
 
 def _state_key(topology_id: int) -> str:
     return f"telemetry:state:{topology_id}"
+
+
+def _probes_key(topology_id: int) -> str:
+    return f"telemetry:probes:{topology_id}"
 
 
 def _lock_key(topology_id: int) -> str:
@@ -55,7 +60,7 @@ def set_snapshot(snapshot: TopologySnapshot) -> None:
 
 
 def forget(topology_id: int) -> None:
-    cache.delete_many([_snapshot_key(topology_id), _state_key(topology_id)])
+    cache.delete_many([_snapshot_key(topology_id), _state_key(topology_id), _probes_key(topology_id)])
 
 
 def get_state(topology_id: int) -> CollectorState:
@@ -65,6 +70,26 @@ def get_state(topology_id: int) -> CollectorState:
 
 def set_state(topology_id: int, state: CollectorState) -> None:
     cache.set(_state_key(topology_id), state, STATE_TTL)
+
+
+def put_probe_results(topology_id: int, results: list[ProbeResult]) -> None:
+    """Keep the latest probe of each pair for the next collection, whichever process runs it (a
+    probe ends after the collection that started it). Best effort: a result lost to a race or a Redis
+    outage is replaced by the next interval's probe."""
+    if not results:
+        return
+    try:
+        kept = cache.get(_probes_key(topology_id)) or {}
+        kept.update({f"{r['prefill']}>{r['decode']}": r for r in results})
+        cache.set(_probes_key(topology_id), kept, STATE_TTL)
+    except redis.RedisError as error:
+        logger.warning("probe results of topology %s not kept: Redis: %s", topology_id, error)
+
+
+def probe_results(topology_id: int) -> list[ProbeResult]:
+    """The latest probe of each pair that finished, oldest first."""
+    kept = cache.get(_probes_key(topology_id)) or {}
+    return sorted(kept.values(), key=lambda r: r["ts"])
 
 
 def _epoch_key(topology_id: int) -> str:

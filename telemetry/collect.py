@@ -19,6 +19,7 @@ import kube
 from clusters.metrics import MetricsSettings
 from telemetry import linkinputs
 from telemetry.assemble import LinkInputs, PodResult, PodTarget
+from telemetry.linkinputs import ProbePlan
 from telemetry.links import engine_view
 from telemetry.scrape import ScrapeRequest, scraper
 from telemetry.snapshot import TopologySnapshot
@@ -50,9 +51,11 @@ def collect_results(
     state: dict[str, Any],
     now: float,
     interval: float,
-) -> tuple[list[PodResult], LinkInputs]:
-    """Every scrapeable pod's metrics through the cluster's source, and the KV-link inputs: Tandem's
-    probe through each pair (over the same way to the pods) and the engines' log lines (pods/log)."""
+) -> tuple[list[PodResult], LinkInputs, ProbePlan | None]:
+    """Every scrapeable pod's metrics through the cluster's source, the KV-link inputs (the probes
+    through each pair that ended since the last collection, the engines' log lines through pods/log),
+    and the probes to send once the snapshot is out (over the same way to the pods; see
+    ``telemetry.linkinputs`` for why the metrics never wait for them)."""
     requests, results = [], []
     backoff = state["backoff"]
     for target in targets:
@@ -68,7 +71,7 @@ def collect_results(
     inputs = LinkInputs()
     serving = [t for t in targets if t.role in ("prefill", "decode") and t.phase == "Running"]
     with_links = topology.kv_connector != "none" and bool(serving)
-    probes = []
+    plan = None
     logs = None
     if with_links:
         inputs.view = engine_view(topology.engine, topology.kv_connector)
@@ -76,6 +79,7 @@ def collect_results(
         logs = linkinputs.read_logs_async(conn, namespace, serving, turn, interval)
         if settings.source != "prometheus" or transport is not DIRECT:
             probes = linkinputs.probe_targets(topology, targets, turn, transport)
+            plan = ProbePlan(topology.pk, probes, timeout_s, transport)
     if settings.source == "prometheus":
         source = PrometheusSource(
             settings.prometheus_url,
@@ -84,13 +88,13 @@ def collect_results(
             password=settings.prometheus_password,
         )
         results.extend(scraper().query(source, namespace, [r.target for r in requests], timeout_s=timeout_s))
-        _, inputs.probes = scraper().collect([], probes, timeout_s=timeout_s, transport=transport)
     else:
-        scraped, inputs.probes = scraper().collect(requests, probes, timeout_s=timeout_s, transport=transport)
-        results.extend(scraped)
+        results.extend(scraper().scrape(requests, timeout_s=timeout_s, transport=transport))
+    if with_links:
+        inputs.probes = linkinputs.probes_done(topology.pk)
     if logs is not None:
         inputs.logs, inputs.log_errors = linkinputs.gather_logs(logs, interval)
-    return results, inputs
+    return results, inputs, plan
 
 
 def source_problem(source: str, results: list[PodResult]) -> tuple[str | None, bool]:

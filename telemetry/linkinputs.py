@@ -1,17 +1,29 @@
 """What a collection reads about KV links besides the pods' metrics: the pairs Tandem probes this
 interval, and the pods' recent log lines through the Kubernetes API (``kube.pod_log_lines``, in
 parallel, each with a short deadline). ``telemetry.services`` calls this; ``telemetry.assemble``
-derives from what it returns."""
+derives from what it returns.
+
+A probe is a real request through a pair, so it takes as long as the engines take (tens to hundreds
+of milliseconds on a busy real engine). The metrics never wait for it: a collection sends its probes
+after its snapshot went out (``ProbePlan.send``), and the next collection takes the ones that ended
+(kept in Redis by ``telemetry.cache``, so whichever worker process runs it sees them). A link's probe
+is therefore one interval older than its metrics, and its age is shown with it; a probe never
+competes with the scrape of the engine it goes through."""
 
 from __future__ import annotations
 
 import math
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import redis
 
 import kube
+from telemetry import cache
 from telemetry.assemble import PodTarget
 from telemetry.links import engine_view, pairs_of
-from telemetry.probe import ProbeTarget, choose
+from telemetry.probe import ProbeResult, ProbeTarget, choose
+from telemetry.scrape import scraper
 from telemetry.sources import DIRECT, Transport
 from topologies.models import Topology
 
@@ -44,6 +56,41 @@ def probe_targets(
         )
         for prefill, decode in chosen
     ]
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    """The probes a collection sends once its snapshot is out (``send``); the next collection takes
+    their results (``probes_done``)."""
+
+    topology_id: int
+    targets: list[ProbeTarget]
+    timeout_s: float
+    transport: Transport
+
+    def send(self) -> Future[list[ProbeResult]] | None:
+        future = scraper().probe(
+            str(self.topology_id), self.targets, timeout_s=self.timeout_s, transport=self.transport
+        )
+        if future is not None:
+            topology_id = self.topology_id
+
+            def keep(done: Future[list[ProbeResult]]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    # off the scraping loop's thread: a Redis write must never hold up a scrape
+                    _log_pool.submit(cache.put_probe_results, topology_id, done.result())
+
+            future.add_done_callback(keep)
+        return future
+
+
+def probes_done(topology_id: int) -> list[ProbeResult]:
+    """The latest probe of each pair that has ended (sent by earlier collections), oldest first; none
+    when Redis does not answer (the links then say their probe is old or missing)."""
+    try:
+        return cache.probe_results(topology_id)
+    except redis.RedisError:
+        return []
 
 
 def log_readers(pods: list[PodTarget], turn: int) -> list[PodTarget]:

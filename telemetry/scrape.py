@@ -5,14 +5,14 @@ with keep-alive connections, created lazily and re-created after a fork, so cons
 reuse connections. The loop is uvloop's when it is installed (it comes with ``uvicorn[standard]``).
 Every pod has its own timeout; all pods are fetched at once, so one slow or dead
 pod costs at most its own timeout and never delays the others' data. Responses are parsed as they
-arrive.
+arrive. Link probes run on the same loop but apart: a collection starts them and does not wait for
+them (a probe is real inference through a pair, which takes as long as the engines take).
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import aiohttp
 from yarl import URL
 
+from controlplane.loopthread import LoopThread
 from telemetry.assemble import PodResult, PodTarget
 from telemetry.parse import LineParser
 from telemetry.probe import ProbeResult, ProbeTarget, probe_all
@@ -137,10 +138,6 @@ async def scrape_all(
     return results
 
 
-async def _nothing() -> list[PodResult]:
-    return []
-
-
 # Direct: a few keep-alive connections per pod. Through one host (the API server's proxy, a
 # Prometheus server) every pod's request shares that host's connections, so it gets more of them.
 PER_HOST = {"direct": 4, "proxy": 64, "prometheus": 4}
@@ -174,19 +171,19 @@ class Scraper:
     def __init__(self, *, line_memory: bool = True) -> None:
         self._line_memory = line_memory
         self._lock = threading.Lock()
-        self._pid: int | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = LoopThread("telemetry-scraper", new_loop=new_loop, on_start=self._forget_loop_state)
         self._sessions: dict[str, aiohttp.ClientSession] = {}  # per source kind; loop thread only
         self._parsers: dict[str, LineParser] = {}  # used on the loop thread only
+        self._probing: dict[str, Future[list[ProbeResult]]] = {}  # probes under way, per topology
+
+    def _forget_loop_state(self) -> None:
+        """A new loop (first use, or a forked child): sessions and probes of the old one are gone."""
+        self._sessions, self._parsers = {}, {}
+        with self._lock:
+            self._probing = {}
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._pid != os.getpid() or not self._loop.is_running():
-                loop = new_loop()
-                thread = threading.Thread(target=loop.run_forever, name="telemetry-scraper", daemon=True)
-                thread.start()
-                self._loop, self._pid, self._sessions, self._parsers = loop, os.getpid(), {}, {}
-            return self._loop
+        return self._thread.loop()
 
     def _session_for(self, kind: str) -> aiohttp.ClientSession:
         session = self._sessions.get(kind)
@@ -218,42 +215,43 @@ class Scraper:
         self, requests: Sequence[ScrapeRequest], *, timeout_s: float, transport: Transport = DIRECT
     ) -> list[PodResult]:
         """Each pod's own endpoints, directly or through the API server's pods proxy."""
-        return self.collect(requests, [], timeout_s=timeout_s, transport=transport)[0]
+        if not requests:
+            return []
+        loop = self._ensure_loop()
+        future: Future[list[PodResult]] = asyncio.run_coroutine_threadsafe(
+            self._run(requests, timeout_s, transport), loop
+        )
+        return future.result(timeout=timeout_s * 1.25 + 5)
 
-    async def _both(
-        self,
-        requests: Sequence[ScrapeRequest],
-        probes: list[ProbeTarget],
-        timeout_s: float,
-        transport: Transport,
-    ) -> tuple[list[PodResult], list[ProbeResult]]:
-        scraping = self._run(requests, timeout_s, transport) if requests else _nothing()
-        probing = probe_all(
+    async def _probe(
+        self, probes: list[ProbeTarget], timeout_s: float, transport: Transport
+    ) -> list[ProbeResult]:
+        return await probe_all(
             self._session_for(transport.kind),
             probes,
             timeout_s=timeout_s,
             headers=transport.headers,
             ssl=transport.ssl,
         )
-        scraped, probed = await asyncio.gather(scraping, probing)
-        return scraped, probed
 
-    def collect(
-        self,
-        requests: Sequence[ScrapeRequest],
-        probes: list[ProbeTarget],
-        *,
-        timeout_s: float,
-        transport: Transport = DIRECT,
-    ) -> tuple[list[PodResult], list[ProbeResult]]:
-        """Scrape the pods and send the link probes at once, over the same transport, loop and session."""
-        if not requests and not probes:
-            return [], []
+    def probe(
+        self, key: str, probes: list[ProbeTarget], *, timeout_s: float, transport: Transport = DIRECT
+    ) -> Future[list[ProbeResult]] | None:
+        """Start the link probes of ``key`` (a topology) on the loop and return at once; None when there
+        is nothing to probe or this process's previous probes of ``key`` are still under way (a slow
+        pair never piles probes up). The metrics never wait for a probe: the caller takes its results
+        when they are ready (``telemetry.linkinputs.gather_probes``)."""
+        if not probes:
+            return None
+        with self._lock:
+            running = self._probing.get(key)
+            if running is not None and not running.done():
+                return None
         loop = self._ensure_loop()
-        future: Future[tuple[list[PodResult], list[ProbeResult]]] = asyncio.run_coroutine_threadsafe(
-            self._both(requests, probes, timeout_s, transport), loop
-        )
-        return future.result(timeout=timeout_s * 1.25 + 5)
+        future = asyncio.run_coroutine_threadsafe(self._probe(probes, timeout_s, transport), loop)
+        with self._lock:
+            self._probing[key] = future
+        return future
 
     def query(
         self, source: PrometheusSource, namespace: str, targets: Sequence[PodTarget], *, timeout_s: float
@@ -268,14 +266,13 @@ class Scraper:
         return future.result(timeout=timeout_s * 1.25 + 5)
 
     def close(self) -> None:
-        with self._lock:
-            loop, sessions = self._loop, list(self._sessions.values())
-            self._loop, self._sessions = None, {}
-        if loop is None or not loop.is_running():
+        loop = self._thread.current()
+        sessions, self._sessions = list(self._sessions.values()), {}
+        if loop is None:
             return
         for session in sessions:
             asyncio.run_coroutine_threadsafe(session.close(), loop).result(timeout=5)
-        loop.call_soon_threadsafe(loop.stop)
+        self._thread.stop()
 
 
 _scraper = Scraper()

@@ -69,7 +69,8 @@ def pod_targets(pods: Iterable[kube.PodInfo]) -> list[PodTarget]:
 
 
 def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
-    """Scrape, derive, store and push one topology. None when it is gone or not deployed."""
+    """Scrape, derive, store and push one topology, then send the link probes the next collection
+    will read. None when it is gone or not deployed."""
     topology = Topology.objects.select_related("cluster").filter(pk=topology_id).first()
     if topology is None or topology.deployed_revision_id is None:
         return None
@@ -89,7 +90,7 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         snapshot["health"]["state"] = "down"
         telemetry_store(topology=topology, snapshot=snapshot, actions={})
         return snapshot
-    results, link_inputs = collect_results(
+    results, link_inputs, probes = collect_results(
         settings=source,
         conn=conn,
         topology=topology,
@@ -120,6 +121,8 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
     _apply_gateway(snapshot, topology_id, now)
     cache.set_state(topology_id, new_state)
     telemetry_store(topology=topology, snapshot=snapshot, actions=actions, open_alerts=open_alerts)
+    if probes is not None:
+        probes.send()  # after the snapshot went out; the next collection takes their results
     return snapshot
 
 

@@ -14,8 +14,8 @@ import requests
 import kube
 from kube.labels import TOPOLOGY
 from realengine import install
-from telemetry import services
 from telemetry.parse import parse_metrics
+from telemetry.testing import collect_intervals
 
 pytestmark = pytest.mark.real_engine
 READY_WITHIN = 300.0  # two real engines starting side by side on two cores
@@ -104,9 +104,7 @@ def test_real_vllm_pods_are_collected_and_pass_kv_through_a_real_connector(deplo
     assert pulled(after) - pulled(before) >= 128, "the decode pod computed the prompt itself"
     assert parse_metrics(after, ts=1.0)["counters"]["ext_hits"] > 0
 
-    services.telemetry_collect(topology_id=topology.pk)
-    snapshot = services.telemetry_collect(topology_id=topology.pk)
-    assert snapshot is not None
+    _, snapshot = collect_intervals(topology.pk, 2)
     rows = {row["name"]: row for row in snapshot["pods"]}
     for pod in (prefill, decode):
         row = rows[pod.name]

@@ -8,11 +8,13 @@ import uuid
 
 import pytest
 import requests
+from django.conf import settings
 
 import kube
 from kube.labels import TOPOLOGY
 from telemetry import services
 from telemetry.models import Point, Series
+from telemetry.testing import collect_intervals
 
 
 @pytest.fixture
@@ -69,9 +71,12 @@ def base_url(pod):
 
 
 def collect_until(topology, check, attempts):
-    """Collect up to ``attempts`` times; the snapshots, and whether ``check`` held for the last one."""
+    """Collect up to ``attempts`` times, an interval apart as beat does (a collection takes the link
+    probes that ended since the one before); the snapshots, and whether ``check`` held for the last."""
     snapshots = []
-    for _ in range(attempts):
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(settings.TELEMETRY_INTERVAL_SECONDS)
         snapshot = services.telemetry_collect(topology_id=topology.pk)
         assert snapshot is not None
         snapshots.append(snapshot)
@@ -96,9 +101,7 @@ def test_collection_stores_points_and_a_link_fault_takes_that_link_down_with_pod
     prefill, decode = pods["prefill"][0], pods["decode"][0]
     assert requests.get(f"{base_url(decode)}/kv/links", timeout=5).status_code == 404  # as on real engines
 
-    first = services.telemetry_collect(topology_id=topology.pk)
-    second = services.telemetry_collect(topology_id=topology.pk)
-    assert first is not None and second is not None
+    _, second = collect_intervals(topology.pk, 2)
     names = {p["name"] for p in second["pods"]}
     assert {prefill.name, decode.name} <= names
     for pod in second["pods"]:
@@ -241,3 +244,33 @@ def test_a_slow_link_turns_amber_from_its_own_transfer_time_within_two_intervals
     assert link["xfer_p95_ms"] > 250 and link["xfer_mean_ms"] >= 600, link  # the probe's own slow pull
     assert link["reason"].startswith(f"KV transfers into {decode.name} are slow: p95"), link
     assert link["reason"] in snapshots[-1]["health"]["reasons"]
+
+
+def test_the_metrics_never_wait_for_a_slow_probe_whose_result_comes_with_the_next_interval(
+    deployed, settings
+):
+    """A probe is a real request through the pair: on a busy engine it takes hundreds of milliseconds.
+    The pods' figures go out without it; the probe's answer is taken by the next collection."""
+    topology, conn, _ = deployed
+    pods = pods_by_role(conn, topology)
+    prefill, decode = pods["prefill"][0], pods["decode"][0]
+    collect_intervals(topology.pk, 2)
+    delay_ms = 1200  # under the probe's timeout (0.8 of the 2 s interval)
+    fault = {"kind": "link_slow", "peer": prefill.name, "delay_ms": delay_ms}
+    requests.post(f"{base_url(decode)}/sandbox/faults", json=fault, timeout=5).raise_for_status()
+    try:
+        started = time.monotonic()
+        first = services.telemetry_collect(topology_id=topology.pk)
+        took = time.monotonic() - started
+        time.sleep(settings.TELEMETRY_INTERVAL_SECONDS)
+        second = services.telemetry_collect(topology_id=topology.pk)
+    finally:
+        requests.delete(f"{base_url(decode)}/sandbox/faults", timeout=5)
+    assert first is not None and second is not None
+    assert took < delay_ms / 1000, took  # the slow probe was under way when the snapshot went out
+    assert all(p["stale"] is False for p in first["pods"]), first["pods"]
+    probe_before = link_of(first, prefill, decode)["probe_ms"]
+    assert probe_before is not None and probe_before < delay_ms  # the interval before's probe
+    slow = link_of(second, prefill, decode)
+    assert slow["probe_ms"] is not None and slow["probe_ms"] >= delay_ms, slow
+    assert second["ts"] - slow["observed_at"] < 2 * second["interval_s"], slow  # and it is fresh

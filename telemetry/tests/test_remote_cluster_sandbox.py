@@ -16,7 +16,7 @@ from clusters.selectors import cluster_connection
 from clusters.services import cluster_register
 from deployments.tests.sandbox_helpers import deploy_now
 from kube.labels import KTHENA_ROLE, ROLE, TOPOLOGY
-from telemetry import services
+from telemetry.testing import collect_intervals
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("fast_deploys")]
 
@@ -77,16 +77,14 @@ def test_link_fault_is_red_and_explained_through_the_proxy_with_the_shipped_rbac
         with pytest.raises(requests.ConnectionError):
             requests.get(f"http://{decode.ip}:8000/metrics", timeout=2)  # not from here
 
-        first = services.telemetry_collect(topology_id=topology.pk)
-        second = services.telemetry_collect(topology_id=topology.pk)
-        assert first is not None and second is not None
+        _, second = collect_intervals(topology.pk, 2)
         link = _link(second, prefill.name, decode.name)
         assert link["state"] == "up", link
         assert "probe" in {s["kind"] for s in link["sources"]}, link["sources"]  # probed through the proxy
 
         _pod_fault(sandbox, decode, {"kind": "link_down", "peer": prefill.name})
         try:
-            snapshots = [services.telemetry_collect(topology_id=topology.pk) for _ in range(2)]
+            snapshots = collect_intervals(topology.pk, 2)
             red = _link(snapshots[-1], prefill.name, decode.name)
             assert red["state"] == "down", [_link(s, prefill.name, decode.name) for s in snapshots]
             assert red["reason"] and decode.name in red["reason"], red
