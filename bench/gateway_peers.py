@@ -80,6 +80,46 @@ def _answers(model: str) -> tuple[bytes, list[bytes], bytes]:
     return json.dumps(whole).encode(), events, b"data: " + json.dumps(usage_event).encode() + b"\n\n"
 
 
+def _responses_answers(model: str) -> tuple[bytes, list[bytes]]:
+    """(a Response object, its event stream) for `model`, in the order vLLM writes them."""
+    text = " ".join(["token"] * COMPLETION_TOKENS)
+    usage = {"input_tokens": 12, "output_tokens": COMPLETION_TOKENS, "total_tokens": 12 + COMPLETION_TOKENS}
+    part = {"type": "output_text", "text": text, "annotations": []}
+    item = {
+        "type": "message",
+        "id": "msg_bench",
+        "status": "completed",
+        "role": "assistant",
+        "content": [part],
+    }
+    base = {"id": "resp_bench", "object": "response", "created_at": 1767225600, "model": model}
+    whole = {**base, "status": "completed", "output": [item], "usage": usage}
+    opening = {**base, "status": "in_progress", "output": [], "usage": None}
+    where = {"item_id": "msg_bench", "output_index": 0, "content_index": 0}
+    steps: list[tuple[str, dict[str, object]]] = [
+        ("response.created", {"response": opening}),
+        ("response.in_progress", {"response": opening}),
+        (
+            "response.output_item.added",
+            {"output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
+        ),
+        ("response.content_part.added", {**where, "part": {**part, "text": ""}}),
+        *[
+            ("response.output_text.delta", {**where, "delta": "token" if i == 0 else " token"})
+            for i in range(COMPLETION_TOKENS)
+        ],
+        ("response.output_text.done", {**where, "text": text}),
+        ("response.content_part.done", {**where, "part": part}),
+        ("response.output_item.done", {"output_index": 0, "item": item}),
+        ("response.completed", {"response": whole}),
+    ]
+    events = [
+        f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': n, **data})}\n\n".encode()
+        for n, (kind, data) in enumerate(steps)
+    ]
+    return json.dumps(whole).encode(), events
+
+
 def _content_length(head: bytes) -> int:
     start = head.find(b"content-length:")
     if start < 0:
@@ -93,9 +133,10 @@ def _chunk(data: bytes) -> bytes:
 
 
 class EchoServer(asyncio.Protocol):
-    """HTTP/1.1 keep-alive; POST .../chat/completions answered at once, GET .../models listed."""
+    """HTTP/1.1 keep-alive; POST .../chat/completions and .../responses answered at once, GET .../models
+    listed."""
 
-    cache: dict[tuple[str, bool, bool], list[bytes]] = {}
+    cache: dict[tuple[object, ...], list[bytes]] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not subclasses
@@ -122,6 +163,8 @@ class EchoServer(asyncio.Protocol):
                 {"object": "list", "data": [{"id": "bench/echo", "object": "model"}]}
             ).encode()
             return [_response(b"application/json", listing)]
+        if method == b"post" and path.endswith(b"/responses"):
+            return self.responses(body)
         if method != b"post" or not path.endswith(b"/chat/completions"):
             return [
                 _response(
@@ -142,6 +185,22 @@ class EchoServer(asyncio.Protocol):
                 head += b"transfer-encoding: chunked\r\n\r\n"
                 parts = [*events, *([usage_event] if usage else []), b"data: [DONE]\n\n"]
                 found = [head + _chunk(parts[0]), *[_chunk(p) for p in parts[1:]], b"0\r\n\r\n"]
+            self.cache[key] = found
+        return found
+
+    def responses(self, body: bytes) -> list[bytes]:
+        request = json.loads(body)
+        stream = bool(request.get("stream"))
+        key = (str(request.get("model")), stream, True, "responses")
+        found = self.cache.get(key)
+        if found is None:
+            whole, events = _responses_answers(key[0])
+            if not stream:
+                found = [_response(b"application/json", whole)]
+            else:
+                head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                head += b"transfer-encoding: chunked\r\n\r\n"
+                found = [head + _chunk(events[0]), *[_chunk(e) for e in events[1:]], b"0\r\n\r\n"]
             self.cache[key] = found
         return found
 

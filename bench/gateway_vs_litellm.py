@@ -1,10 +1,12 @@
 """Gateway overhead: an upstream called directly, through Tandem's gateway and through LiteLLM's proxy.
 
-One run, one harness, turns interleaved (each round rotates the order of direct / tandem / litellm),
-everything on loopback: the load generator (bench/loadgen.py, raw asyncio), the upstreams, Tandem
-(uvicorn, one worker, the bench database and Redis, a real inference key with limits, so every
-request runs the limit script and is recorded) and LiteLLM (its own virtualenv, offline, one worker,
-a master key, no database) configured with the same upstreams (bench/gateway_peers.py):
+Chat completions and, on the echo upstream, OpenAI's Responses API (``echo:responses``: the upstream
+serves /v1/responses itself, so Tandem passes it through and LiteLLM calls it with its own
+/v1/responses). One run, one harness, turns interleaved (each round rotates the order of direct / tandem
+/ litellm), everything on loopback: the load generator (bench/loadgen.py, raw asyncio), the upstreams,
+Tandem (uvicorn, one worker, the bench database and Redis, a real inference key with limits, so every
+request runs the limit script and is recorded) and LiteLLM (its own virtualenv, offline, one worker, a
+master key, no database) configured with the same upstreams (bench/gateway_peers.py):
 
 - ``echo``: a constant-time upstream (answers at once), isolating what a gateway adds;
 - ``sim``: a simulated P/D stack (router, prefill and decode engines) for realism.
@@ -60,10 +62,33 @@ from telemetry_fanout import ROOT, ProcStats, apply_env, ensure_database, free_p
 PATHS = ("direct", "tandem", "litellm")
 MODELS = {"echo": "bench/echo", "sim": "bench/sim"}
 PROMPT = [{"role": "user", "content": "Say hello to the benchmark in a few words."}]
+# An upstream label names the API too: "echo" is chat completions, "echo:responses" OpenAI's Responses API
+# (/v1/responses) on the same upstream, which serves it itself as vLLM does: Tandem passes it through,
+# LiteLLM calls the upstream's own /v1/responses.
+RESPONSES = ":responses"
 
 
-def body(upstream: str, stream: bool) -> bytes:
-    request: dict[str, object] = {"model": MODELS[upstream], "messages": PROMPT, "max_tokens": 8}
+def split(label: str) -> tuple[str, str]:
+    """(the upstream, the API path) of an upstream label."""
+    if label.endswith(RESPONSES):
+        return label.removesuffix(RESPONSES), "/v1/responses"
+    return label, "/v1/chat/completions"
+
+
+def body(label: str, stream: bool) -> bytes:
+    upstream, api = split(label)
+    request: dict[str, object]
+    if api == "/v1/responses":
+        request = {
+            "model": MODELS[upstream],
+            "input": PROMPT[0]["content"],
+            "max_output_tokens": 8,
+            "store": False,
+        }
+        if stream:
+            request["stream"] = True
+        return json.dumps(request).encode()
+    request = {"model": MODELS[upstream], "messages": PROMPT, "max_tokens": 8}
     if stream:
         request.update(stream=True, stream_options={"include_usage": True})
     return json.dumps(request).encode()
@@ -81,24 +106,27 @@ def targets(
     secret: str,
     paths: tuple[str, ...] = PATHS,
 ) -> dict[str, Target]:
-    expect = b"[DONE]" if stream else b'"choices"'
+    server, api = split(upstream)
+    if api == "/v1/responses":
+        expect = b"response.completed" if stream else b'"output"'
+    else:
+        expect = b"[DONE]" if stream else b'"choices"'
     payload = body(upstream, stream)
     auth = {"tandem": f"Bearer {secret}", "litellm": f"Bearer {LITELLM_MASTER_KEY}"}
     found = {}
     for path in paths:
-        host, port = ports[upstream if path == "direct" else path]
+        host, port = ports[server if path == "direct" else path]
         headers = {"Authorization": auth[path]} if path in auth else {}
-        found[path] = Target.post(path, host, port, "/v1/chat/completions", payload, headers, expect)
+        found[path] = Target.post(path, host, port, api, payload, headers, expect)
     return found
 
 
 def check(target: Target) -> str:
     """One request by urllib: status, Tandem's backend header, the start of the answer."""
     head, _, payload = target.request.partition(b"\r\n\r\n")
-    headers = dict(
-        line.split(": ", 1) for line in head.decode().split("\r\n")[1:] if not line.startswith("Host")
-    )
-    url = f"http://{target.host}:{target.port}/v1/chat/completions"
+    lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:] if not line.startswith("Host"))
+    url = f"http://{target.host}:{target.port}{lines[0].split(' ')[1]}"
     request = Request(url, data=payload, headers=headers)
     with urlopen(request, timeout=30) as response:  # noqa: S310 - loopback only
         answer = response.read()
@@ -132,7 +160,7 @@ class Bench:
         return tuple(p for p in PATHS if p != "litellm" or not self.args.without_litellm)
 
     def server(self, path: str, upstream: str) -> ProcStats:
-        return self.stats[upstream if path == "direct" else path]
+        return self.stats[split(upstream)[0] if path == "direct" else path]
 
     async def turns(self, upstream: str, stream: bool, run, rounds: int) -> dict[str, Cell]:  # type: ignore[no-untyped-def]
         paths = self.paths
@@ -183,8 +211,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="length of each turn")
     parser.add_argument("--rounds", type=int, default=3, help="turns per path at each setting")
     parser.add_argument("--connections", type=int, default=32, help="closed-loop connections")
-    parser.add_argument("--upstreams", default="echo,sim", help="open-loop upstreams: echo, sim")
-    parser.add_argument("--closed-upstreams", default="echo", help="closed-loop upstreams")
+    parser.add_argument(
+        "--upstreams",
+        default="echo,echo:responses,sim",
+        help="open-loop upstreams: echo, sim; echo:responses is /v1/responses on the echo upstream",
+    )
+    parser.add_argument("--closed-upstreams", default="echo,echo:responses", help="closed-loop upstreams")
     parser.add_argument("--sim-time-scale", type=float, default=0.05, help="SANDBOX_TIME_SCALE of the sim")
     parser.add_argument(
         "--litellm-venv", default=os.environ.get("BENCH_LITELLM_VENV", str(ROOT / "var/litellm-venv"))
@@ -238,6 +270,8 @@ def main() -> None:
     logs = ROOT / "var" / "bench-gateway"
     logs.mkdir(parents=True, exist_ok=True)
     needed = set(args.upstreams) | set(args.closed_upstreams) | ({"echo"} if args.profile else set())
+    if any(split(label)[1] == "/v1/responses" and split(label)[0] != "echo" for label in needed):
+        sys.exit("/v1/responses is measured on the echo upstream only (the sim's router does not serve it)")
     with echo_upstream() as echo, sim_upstream(MODELS["sim"], args.sim_time_scale) as sim:
         urls = {"echo": echo.url, "sim": sim.url}
         secret = tandem_setup({MODELS[u]: urls[u] for u in ("echo", "sim")})
