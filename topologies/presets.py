@@ -20,6 +20,13 @@ class Preset:
         return data
 
 
+# Coding assistants send tools with every request. vLLM refuses a request with tools (and no
+# tool_choice, or "auto") unless its engines run with a tool parser and auto tool choice, on prefill
+# too (a P/D proxy sends the prefill the same request). The parser is the model family's own: DeepSeek
+# V2.5/V3's tool-call tokens, Qwen3's Hermes-style <tool_call> blocks (SGLang's name for it: qwen25).
+DEEPSEEK_TOOLS = ("--enable-auto-tool-choice", "--tool-call-parser", "deepseek_v3")
+QWEN_TOOLS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+
 ASCEND_MOONCAKE = Preset(
     key="deepseek-ascend-mooncake",
     title="DeepSeek-V2-Lite on Ascend 910 · vLLM-Ascend + Mooncake",
@@ -53,6 +60,7 @@ ASCEND_MOONCAKE = Preset(
                     "8192",
                     "--trust-remote-code",
                     "--enforce-eager",
+                    *DEEPSEEK_TOOLS,
                 ],
                 "env": {"HF_HUB_OFFLINE": "1"},
             },
@@ -74,6 +82,7 @@ ASCEND_MOONCAKE = Preset(
                     "--trust-remote-code",
                     "--no-enable-prefix-caching",
                     "--enforce-eager",
+                    *DEEPSEEK_TOOLS,
                 ],
                 "env": {"HF_HUB_OFFLINE": "1"},
             },
@@ -112,12 +121,14 @@ GPU_NIXL = Preset(
                 "replicas": 1,
                 "accelerator_resource": "nvidia.com/gpu",
                 "accelerator_count": 1,
+                "extra_args": [*QWEN_TOOLS],
                 "env": {"PYTHONHASHSEED": "1047", "UCX_TLS": "^gga"},
             },
             "decode": {
                 "replicas": 1,
                 "accelerator_resource": "nvidia.com/gpu",
                 "accelerator_count": 1,
+                "extra_args": [*QWEN_TOOLS],
                 "env": {"PYTHONHASHSEED": "1047", "UCX_TLS": "^gga"},
             },
         },
@@ -158,6 +169,7 @@ SGLANG_MOONCAKE = Preset(
                 "accelerator_count": 1,
                 "cpu": "4",
                 "memory": "12Gi",
+                "extra_args": ["--tool-call-parser", "qwen25"],
             },
             "decode": {
                 "replicas": 1,
@@ -165,6 +177,7 @@ SGLANG_MOONCAKE = Preset(
                 "accelerator_count": 1,
                 "cpu": "4",
                 "memory": "12Gi",
+                "extra_args": ["--tool-call-parser", "qwen25"],
             },
         },
         "routing": {

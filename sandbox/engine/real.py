@@ -38,7 +38,9 @@ from realengine.engine import CONTEXT, Engine
 from sandbox.engine.spec import EngineSpec
 
 KEPT_VALUE_FLAGS = ("--max-model-len", "--max-num-seqs")
-KEPT_SWITCHES = ("--enable-prefix-caching", "--no-enable-prefix-caching")
+KEPT_SWITCHES = ("--enable-prefix-caching", "--no-enable-prefix-caching", "--enable-auto-tool-choice")
+# The tiny model's chat template writes tool calls in Hermes' format, whatever the pod's model family.
+TOOL_PARSER = "hermes"
 KV_ROLES = {"prefill": "kv_producer", "decode": "kv_consumer"}
 HEALTH_INTERVAL = 0.5
 LOG_LINES = 2000
@@ -60,6 +62,8 @@ def engine_args(spec: EngineSpec, kv_dir: Path) -> list[str]:
             out += [name, value]
         elif arg in KEPT_SWITCHES:
             out.append(arg)
+        elif name == "--tool-call-parser":
+            out += [name, TOOL_PARSER]
     if spec.role in KV_ROLES and spec.kv_connector:
         # ExampleConnector saves a prompt's KV as one file per forward: a prompt prefilled in several
         # chunks (--max-num-batched-tokens below its length) cannot be injected on the decode (vLLM 0.32:

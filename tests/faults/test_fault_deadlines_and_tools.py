@@ -98,7 +98,7 @@ def test_the_scrape_deadline_is_a_setting(settings):
             namespace = "default"
 
         started = time.monotonic()
-        (result,), _ = collect_results(
+        (result,), _, _ = collect_results(
             settings=MetricsSettings(source="direct"),
             conn=None,  # type: ignore[arg-type]
             topology=_Topology(),  # type: ignore[arg-type]
