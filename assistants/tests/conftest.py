@@ -167,5 +167,5 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     `make assistants`."""
     here = Path(__file__).parent
     for item in items:
-        if Path(str(item.fspath)).is_relative_to(here):
-            item.add_marker(pytest.mark.assistant)
+        if Path(str(item.fspath)).is_relative_to(here) and item.get_closest_marker("real_engine") is None:
+            item.add_marker(pytest.mark.assistant)  # those against a real vLLM run in `make real`
