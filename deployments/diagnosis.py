@@ -81,13 +81,30 @@ _MASTER_ADDR_RE = re.compile(r"([A-Za-z0-9.\-]+:\d{2,5})")
 _STANDARD_RESOURCES = {"cpu", "memory", "pods", "ephemeral-storage"}
 
 
+_EXCEPTION_RE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit)\b.*:")
+_NOT_THE_ERROR = ("For further information visit",)  # pydantic's pointer to its docs
+
+
+def names_an_exception(log: str) -> bool:
+    """Whether the log ends a program with an exception (a traceback's last line) or an argument error."""
+    return any(_EXCEPTION_RE.match(line) or ": error: " in line for line in log.splitlines() if line.strip())
+
+
 def last_error_line(log: str) -> str:
-    """The last line of a log that reads like an error, else the last non-empty line."""
-    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    """The line of a log that says what went wrong: the last exception of a Python traceback with the
+    detail the exception prints under it (pydantic: ``ValidationError: 1 validation error for
+    ModelConfig`` then ``Value error, User-specified max_model_len ...``), else the last line that
+    reads like an error, else the last non-empty line."""
+    lines = [line.rstrip() for line in log.splitlines() if line.strip()]
+    lines = [line for line in lines if not line.strip().startswith(_NOT_THE_ERROR)]
+    for index in range(len(lines) - 1, -1, -1):
+        if _EXCEPTION_RE.match(lines[index]):
+            detail = [line.strip() for line in lines[index + 1 :] if line.startswith((" ", "\t"))]
+            return " ".join([lines[index].strip(), *detail[:1]])[:400]
     for line in reversed(lines):
         if _ERROR_LINE_RE.search(line):
-            return line[:400]
-    return lines[-1][:400] if lines else ""
+            return line.strip()[:400]
+    return lines[-1].strip()[:400] if lines else ""
 
 
 def _role(pod: PodLike) -> str:

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 import kube
 from deployments import plan, progress
-from deployments.diagnosis import Diagnosis, diagnose
+from deployments.diagnosis import Diagnosis, diagnose, names_an_exception
 from deployments.job import Job, deploy_options, setting
 from kube.labels import topology_selector
 
@@ -48,13 +48,7 @@ def _diagnose_now(
     # Pods of a new revision often reuse the old pods' names: only this attempt's events count.
     listed = kube.list_events(conn, namespace, names) if names else []
     events = [e for e in listed if e.last_time is None or e.last_time >= since]
-    logs = {}
-    for pod in not_ready:
-        if pod.restarts > 0 or pod.reason in ("CrashLoopBackOff", "Error"):
-            try:
-                logs[pod.name] = kube.pod_log_tail(conn, namespace, pod.name, lines=40)
-            except kube.KubeError:
-                logs[pod.name] = ""
+    logs = {pod.name: crash_log(conn, namespace, pod) for pod in not_ready if _crashed(pod)}
     node_resources: dict[str, int] = {}
     if any(e.reason == "FailedScheduling" for e in events):
         node_resources = _node_free(conn)
@@ -144,3 +138,24 @@ def wait_ready(
             else:
                 definitive_since = None
         time.sleep(poll)
+
+
+def _crashed(pod: kube.PodInfo) -> bool:
+    return pod.restarts > 0 or pod.reason in ("CrashLoopBackOff", "Error")
+
+
+def crash_log(conn: kube.ClusterConnection, namespace: str, pod: kube.PodInfo) -> str:
+    """The log that says why the pod's engine exits: the current run's, or, when that one has started
+    again and says nothing wrong yet (an engine loading its model), the run before it. A real vLLM
+    prints its traceback in its last ~20 lines, after tens of lines of start-up."""
+    try:
+        current = kube.pod_log_tail(conn, namespace, pod.name, lines=80)
+    except kube.KubeError:
+        current = ""
+    if names_an_exception(current) or pod.restarts == 0:
+        return current
+    try:
+        previous = kube.pod_log_tail(conn, namespace, pod.name, lines=80, previous=True)
+    except kube.KubeError:
+        return current
+    return previous if names_an_exception(previous) or not current else current

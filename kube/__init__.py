@@ -24,7 +24,7 @@ Public API (import from ``kube``)::
     update_object(conn, api_version, kind, namespace, name, mutate) -> dict  # 409 → re-read, retry
     list_pods(conn, namespace, label_selector) -> list[PodInfo]
     list_events(conn, namespace, involved_names=None) -> list[EventInfo]
-    pod_log_tail(conn, namespace, pod, lines=50) -> str
+    pod_log_tail(conn, namespace, pod, lines=50, previous=False) -> str
     pod_log_lines(conn, namespace, pod, *, tail_lines, since_seconds) -> list[str]   (telemetry's log reads)
     installed_crds(conn) -> set[str]                                    # CRD names
     access_review(conn, [(verb, group, resource, namespace), ...]) -> {AccessCheck: AccessResult}

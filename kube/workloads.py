@@ -169,14 +169,21 @@ def list_events(
 
 
 def pod_log_tail(
-    conn: ClusterConnection, namespace: str, pod: str, lines: int = 50, container: str | None = None
+    conn: ClusterConnection,
+    namespace: str,
+    pod: str,
+    lines: int = 50,
+    container: str | None = None,
+    previous: bool = False,
 ) -> str:
-    """The last ``lines`` lines of a pod's log (its first container unless ``container`` is given)."""
+    """The last ``lines`` lines of a pod's log (its first container unless ``container`` is given; the
+    container's run before the current one with ``previous``: where a crash loop's error is once the
+    container started again)."""
     response = request(
         conn,
         "GET",
         f"/api/v1/namespaces/{namespace}/pods/{pod}/log",
-        query={"tailLines": max(1, lines), "container": container},
+        query={"tailLines": max(1, lines), "container": container, "previous": "true" if previous else None},
         accept="*/*",
         action=f"read the log of pod {namespace}/{pod}",
     )

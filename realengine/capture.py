@@ -9,7 +9,8 @@ completions), ``client-errors`` (only requests the engine refuses as the client'
 the context, an unknown model), ``other-apis`` (Anthropic Messages and the Responses API, streamed and
 not), ``other-api-errors`` (those two APIs asked for an unknown model). With its own
 engine it also keeps that engine's log (``engine.log``) and the connectors' failure lines that vLLM's own
-code writes (``connector-lines.log``, see ``realengine.connector_lines``). Tests read the files; they are
+code writes (``connector-lines.log``, see ``realengine.connector_lines``), and what an engine prints
+when it refuses its arguments and exits (``crash-max-model-len.log``). Tests read the files; they are
 never written by hand.
 """
 
@@ -118,7 +119,26 @@ def with_own_engine(out: Path, port: int) -> list[str]:
         cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, check=True,
     )  # fmt: skip
     (out / "connector-lines.log").write_text(lines.stdout + lines.stderr)
-    return [*written, "engine.log", "connector-lines.log"]
+    return [*written, "engine.log", "connector-lines.log", crash_log(out, port)]
+
+
+def crash_log(out: Path, port: int) -> str:
+    """What the engine prints when it refuses its arguments and exits (a pod's crash loop): a
+    ``--max-model-len`` above the model's own context."""
+    from realengine import engine
+
+    log = out / "crash-max-model-len.log"
+    log.unlink(missing_ok=True)
+    refused = engine.Engine(
+        host="127.0.0.1", port=port, log=log, args=["--max-model-len", str(2 * engine.CONTEXT)]
+    ).start()
+    try:
+        refused.wait_ready(timeout=120)
+    except RuntimeError:
+        return log.name  # it exited, as it should
+    finally:
+        refused.stop()
+    raise RuntimeError(f"vLLM served with --max-model-len {2 * engine.CONTEXT}: {log} shows what it did")
 
 
 def main(argv: list[str] | None = None) -> int:

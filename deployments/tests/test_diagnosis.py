@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from deployments.diagnosis import diagnose, last_error_line
+
+REAL_VLLM = Path(__file__).resolve().parents[2] / "telemetry" / "tests" / "data" / "vllm-0.32.0"
 
 
 @dataclass
@@ -139,6 +142,24 @@ def test_last_error_line_prefers_error_lines_then_last_line():
     assert last_error_line("a\nValueError: bad\nshutting down\n") == "ValueError: bad"
     assert last_error_line("a\nb\n") == "b"
     assert last_error_line("") == ""
+
+
+def test_a_real_vllm_refusing_its_arguments_is_quoted_by_its_exception_and_detail():
+    """What vLLM 0.32 printed when --max-model-len was above the model's context (captured from the real
+    engine by ``python -m realengine.capture``): the error is the pydantic exception and the line under
+    it, not the link to pydantic's docs that ends the log."""
+    log = (REAL_VLLM / "crash-max-model-len.log").read_text()
+    line = last_error_line(log)
+    assert line.startswith("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig")
+    assert (
+        "Value error, User-specified max_model_len (65536) is greater than the derived max_model_len" in line
+    )
+    [found] = diagnose(
+        pods=[Pod("d-0", reason="CrashLoopBackOff", restarts=2, labels={"tandem.io/role": "decode"})],
+        events=[],
+        logs={"d-0": log},
+    )
+    assert found["code"] == "crash_loop" and "User-specified max_model_len (65536)" in found["message"]
 
 
 def test_the_same_cause_on_both_roles_is_one_finding_naming_both():
