@@ -12,7 +12,7 @@ TEST_ENV := \
 	FIELD_ENCRYPTION_KEYS=$${TEST_FIELD_ENCRYPTION_KEYS:-qx7dD0H3ZxKdbMgFq3aXNd7R5lOqdRkk2m8Wq1fW0cM=} \
 	TANDEM_HTTPS=false DEBUG=false LOG_LEVEL=warning PASSWORD_HASH_ITERATIONS=1000
 
-.PHONY: demo api-key test install lint typecheck unit real browser clean lock real-engine assistant-clients assistants
+.PHONY: demo api-key test machine install lint typecheck unit real browser clean lock real-engine assistant-clients assistants
 
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 
@@ -90,7 +90,12 @@ browser: $(STAMP)
 	@mkdir -p var/staticfiles var/screenshots
 	$(TEST_ENV) $(BIN)/pytest -m browser $(PYTEST_ARGS)
 
-test: lint typecheck unit real assistants browser
+# The machine's part first: PostgreSQL and Redis running, Chromium, kubectl, Prometheus (started or
+# installed; without root it stops with the command to run).
+machine:
+	@./tests/setup/machine.sh
+
+test: machine lint typecheck unit real assistants browser
 
 clean:
 	rm -rf $(VENV) $(VENV)-tools node_modules var
