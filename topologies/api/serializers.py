@@ -54,7 +54,9 @@ class TopologySerializer(serializers.ModelSerializer[Topology]):
         allow_null=True,
         help_text="The revision running on the cluster; null when never deployed.",
     )
-    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    created_by = serializers.CharField(
+        source="created_by.username", read_only=True, default=None, allow_null=True
+    )
     spec = StoredSpecField(read_only=True)
 
     class Meta:
@@ -148,7 +150,9 @@ class PreflightResultSerializer(serializers.Serializer[Any]):
 
 
 class RevisionListSerializer(serializers.ModelSerializer[Revision]):
-    created_by = serializers.CharField(source="created_by.username", read_only=True, default=None)
+    created_by = serializers.CharField(
+        source="created_by.username", read_only=True, default=None, allow_null=True
+    )
 
     class Meta:
         model = Revision

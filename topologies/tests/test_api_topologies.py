@@ -155,3 +155,17 @@ def test_missing_fields_say_what_to_send(api_client, operator, cluster) -> None:
     assert (
         patched.status_code == 400 and "whole topology spec" in patched.json()["error"]["fields"]["spec"][0]
     )
+
+
+def test_a_topology_and_revision_made_by_the_system_read_created_by_null(api_client, viewer, cluster) -> None:
+    """Objects the system made (the demo, an adoption by a worker) have no creating user: the answer
+    says null, and the schema allows it (every answer here is checked against the OpenAPI document)."""
+    from topologies.services import topology_create
+
+    topology = topology_create(cluster=cluster, spec=preset_spec("qwen-gpu-nixl"), actor=None)
+    api_client.force_authenticate(viewer)
+    detail = api_client.get(f"{URL}{topology.pk}/")
+    assert detail.status_code == 200 and detail.json()["created_by"] is None
+    revisions = api_client.get(f"{URL}{topology.pk}/revisions/")
+    assert revisions.status_code == 200
+    assert [r["created_by"] for r in revisions.json()] == [None]
