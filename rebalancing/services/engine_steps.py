@@ -176,8 +176,18 @@ class Engine:
             raise StepFailed(f"{pod} cannot be relabelled: {error}", "relabel_failed") from None
 
 
+class ClaimLost(Exception):
+    """Another worker took the run over (this one's heartbeat went stale): stop at once and touch nothing
+    more; the new owner returns the instance in hand to its old role."""
+
+
 def beat(rebalance: Rebalance) -> None:
-    Rebalance.objects.filter(pk=rebalance.pk).update(heartbeat=timezone.now())
+    """Renew this worker's claim on the run: only while the heartbeat is still the one it wrote last
+    (a worker that took over a stale run wrote its own)."""
+    now = timezone.now()
+    if not Rebalance.objects.filter(pk=rebalance.pk, heartbeat=rebalance.heartbeat).update(heartbeat=now):
+        raise ClaimLost(f"rebalance #{rebalance.pk} is run by another worker now")
+    rebalance.heartbeat = now
 
 
 def mindie_relocate(engine: Engine, rebalance: Rebalance, inst: Instance, to_role: str) -> None:

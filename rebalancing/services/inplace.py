@@ -28,6 +28,7 @@ from rebalancing.inplace import Instance, devices_problem
 from rebalancing.models import Rebalance, RebalanceKind, RebalanceState, RoleOverride
 from rebalancing.services.engine_steps import (
     VERIFIED,
+    ClaimLost,
     Engine,
     StepFailed,
     drain,
@@ -87,9 +88,11 @@ def _claim(rebalance: Rebalance) -> str:
     now = timezone.now()
     mine = Rebalance.objects.filter(pk=rebalance.pk, state=RebalanceState.RUNNING)
     if mine.filter(heartbeat__isnull=True).update(heartbeat=now):
+        rebalance.heartbeat = now  # what beat() renews: the claim is this worker's while it is unchanged
         return "fresh"
     stale = rebalance.heartbeat is not None and now - rebalance.heartbeat > _stale_after(rebalance)
     if stale and mine.filter(heartbeat=rebalance.heartbeat).update(heartbeat=now):
+        rebalance.heartbeat = now
         return "orphan"
     return ""
 
@@ -168,6 +171,8 @@ def _switch_one(
         relocate(engine, rebalance, inst, target)
         _log(rebalance, f"Verified: {name} serves {target} ({VERIFIED.get(rebalance.topology.engine, '')})")
         engine.relabel(name, target)
+    except ClaimLost:
+        raise  # the worker that took over owns the instance now
     except Exception as exc:  # whatever went wrong, the instance goes back to its old role
         if isinstance(exc, StepFailed):
             error = exc
@@ -205,13 +210,22 @@ def _failed(rebalance: Rebalance, error: StepFailed) -> str:
 
 
 def rebalance_in_place_run(*, rebalance_id: int) -> str:
-    """Carry out one claimed in-place Rebalance to its end (a no-op for a run another worker owns)."""
+    """Carry out one claimed in-place Rebalance to its end (a no-op for a run another worker owns, and
+    a stop as soon as another worker took it over)."""
     rebalance = Rebalance.objects.select_related("topology", "topology__cluster").get(pk=rebalance_id)
     if not is_in_place(rebalance) or not rebalance.is_active:
         return "done"
     claim = _claim(rebalance)
     if not claim:
         return "claimed elsewhere"
+    try:
+        return _run_claimed(rebalance, claim)
+    except ClaimLost as lost:
+        logger.warning("in-place switch #%s: stopped, %s", rebalance.pk, lost)
+        return "claimed elsewhere"
+
+
+def _run_claimed(rebalance: Rebalance, claim: str) -> str:
     engine = Engine(rebalance.topology)
     switches = switches_of(rebalance)
     several = len(switches) > 1

@@ -191,3 +191,34 @@ def test_sglang_busy_and_live_role_come_from_its_metrics_and_server_info():
     info = {"disaggregation_mode": "prefill", "internal_states": [{"disaggregation_mode": "decode"}]}
     assert sglang_live_role(info) == "decode"
     assert sglang_live_role({"internal_states": []}) is None
+
+
+def test_a_worker_whose_run_was_taken_over_stops_at_its_next_heartbeat(make_topology):
+    """Two workers must never drive one switch: once another worker took over a run whose heartbeat
+    went stale, the first one's next heartbeat fails (ClaimLost) instead of renewing the claim."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from rebalancing.models import Rebalance, RebalanceKind, RebalanceState
+    from rebalancing.services.engine_steps import ClaimLost, beat
+    from rebalancing.services.inplace import _claim
+
+    topology = make_topology()
+    created = Rebalance.objects.create(
+        topology=topology, kind=RebalanceKind.SWITCH_IN_PLACE, state=RebalanceState.RUNNING,
+        from_prefill=1, from_decode=1, target_prefill=2, target_decode=0, moves=[],
+        params={"instance": "d-0", "source_role": "decode", "target_role": "prefill"},
+    )  # fmt: skip
+    first = Rebalance.objects.get(pk=created.pk)
+    assert _claim(first) == "fresh"
+    beat(first)  # its own claim: renewed
+    assert _claim(Rebalance.objects.get(pk=created.pk)) == ""  # not stale: nobody else takes it
+
+    Rebalance.objects.filter(pk=created.pk).update(heartbeat=timezone.now() - timedelta(hours=1))
+    second = Rebalance.objects.get(pk=created.pk)
+    assert _claim(second) == "orphan"  # the first worker looked dead
+    with pytest.raises(ClaimLost):
+        beat(first)  # ... but it was only slow: it stops here instead of driving the switch on
+    beat(second)
+    assert Rebalance.objects.get(pk=created.pk).heartbeat == second.heartbeat
