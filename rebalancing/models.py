@@ -36,6 +36,9 @@ class PlannerConfig(models.Model):
     )
     state = models.JSONField(default=dict, blank=True, help_text="The planner's streaks and last move.")
     last_tick = models.DateTimeField(null=True, blank=True)
+    ticking_until = models.DateTimeField(
+        null=True, blank=True, help_text="A tick is under way until then (its lease; a crashed tick's ends)."
+    )
     updated = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import fields
+from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from audit.services import audit_record
@@ -54,6 +56,7 @@ PARAM_LIMITS: dict[str, tuple[float, float]] = {
     "donor_keeps": (1, 1000),
 }
 BOOL_PARAMS = ("release_idle", "demand_split", "stage_ahead")
+TICK_LEASE_SECONDS = 120  # longer than any tick's API calls; a crashed tick's planner ticks again after
 
 
 # --- planner settings -------------------------------------------------------------------------------
@@ -141,15 +144,31 @@ def planner_config_set(
 # --- the planner ----------------------------------------------------------------------------------
 
 
-@transaction.atomic
 def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision | None:
     """One planner interval for one topology: observe, decide, record, and (auto) act.
 
-    A decision is stored when its rule, action or target differs from the previous one (so a steady
-    topology does not write a row every interval); every acting decision is stored."""
-    locked = PlannerConfig.objects.select_for_update().select_related("topology").get(pk=config.pk)
+    No transaction or row lock is held while the engines and the Kubernetes API are called: the tick is
+    claimed with a lease (``ticking_until``, a conditional update: a concurrent tick of the same planner
+    finds it taken and does nothing; a crashed tick's lease runs out), and what it decided is written in
+    one short transaction at the end (``_record``), which ends the lease. A decision is stored when its
+    rule, action or target differs from the previous one (so a steady topology does not write a row
+    every interval); every acting decision is stored."""
+    locked = PlannerConfig.objects.select_related("topology").get(pk=config.pk)
     if locked.mode == PlannerMode.OFF:
         return None
+    started = timezone.now()
+    free = Q(ticking_until__isnull=True) | Q(ticking_until__lt=started)
+    lease = started + timedelta(seconds=TICK_LEASE_SECONDS)
+    if not PlannerConfig.objects.filter(free, pk=locked.pk).update(ticking_until=lease):
+        return None  # another tick of this planner is under way
+    try:
+        return _tick(locked, now)
+    except BaseException:
+        PlannerConfig.objects.filter(pk=locked.pk).update(ticking_until=None)
+        raise
+
+
+def _tick(locked: PlannerConfig, now: float | None) -> Decision | None:
     topology = locked.topology
     now = time.time() if now is None else now
     overrides_refresh(topology=topology)
@@ -193,13 +212,37 @@ def planner_tick(*, config: PlannerConfig, now: float | None = None) -> Decision
             outcome, detail = Outcome.REFUSED, error.message
             stage_release(topology=topology, staged=staged)
         staged = {}
-    locked.state = {
+    new_state = {
         **state.as_dict(),
         **({STATE_KEY: staged} if staged else {}),
         **({SWEPT_KEY: swept_at} if swept_at is not None else {}),
     }
-    locked.last_tick = timezone.now()
-    locked.save(update_fields=["state", "last_tick"])
+    return _record(locked, new_state, obs, params, verdict, state, outcome, detail, rebalance, now)
+
+
+@transaction.atomic
+def _record(
+    read: PlannerConfig,
+    new_state: dict[str, Any],
+    obs: Any,
+    params: Any,
+    verdict: policy.Verdict,
+    state: policy.State,
+    outcome: str,
+    detail: str,
+    rebalance: Rebalance | None,
+    now: float,
+) -> Decision | None:
+    """What one tick decided, in one short transaction. An operator who changed the planner while the
+    tick ran (its mode or state moved) keeps their change: the tick's state is not written over it."""
+    locked = PlannerConfig.objects.select_for_update().select_related("topology").get(pk=read.pk)
+    topology = locked.topology
+    changed = ["last_tick", "ticking_until"]
+    if locked.mode == read.mode and locked.state == read.state:
+        locked.state = new_state
+        changed.append("state")
+    locked.last_tick, locked.ticking_until = timezone.now(), None
+    locked.save(update_fields=changed)
     previous = Decision.objects.filter(topology=topology).first()
     same = (
         previous is not None

@@ -627,3 +627,50 @@ def _stage_then_move(mindie, conn, operator, ascend_sandbox) -> None:
         (decodes[-1], "prefill"),
     ]
     assert "for a staged move that no longer holds it" in routed[0].detail["text"]
+
+
+def test_a_planner_tick_holds_no_lock_while_the_api_server_is_slow(
+    mindie, conn, operator, ascend_sandbox, transactional_db
+):
+    """The tick calls the Kubernetes API outside any transaction: an operator's change to the planner
+    goes through while a tick waits on a slow API server (it waited for the tick before), and wins; a
+    second tick of the same planner meanwhile does nothing."""
+    from rebalancing.models import PlannerMode
+    from rebalancing.services import planner_config_set
+    from rebalancing.services.planner import planner_tick
+
+    config = planner_config_set(
+        topology=mindie, mode=PlannerMode.AUTO, params={}, min_ratio=None, max_ratio=None,
+        actor=operator, source_ip=None,
+    )  # fmt: skip
+    decode = sorted(n for n, labels in pods(conn, mindie).items() if labels[ROLE] == "decode")[0]
+    # an instance serving out of its template role: every tick checks it against the pods
+    RoleOverride.objects.create(topology=mindie, pod=decode, template_role="decode", serving_role="prefill")
+    ascend_sandbox.api_fault("latency", delay_ms=3000, path="/api/v1/namespaces", method="GET", count=3)
+    ticked: list = []
+
+    def run() -> None:
+        try:
+            ticked.append(planner_tick(config=config))
+        except Exception as error:  # the assertion below shows it
+            ticked.append(error)
+
+    tick = threading.Thread(target=run)
+    try:
+        tick.start()
+        time.sleep(0.5)  # the tick is now waiting on the API server
+        assert planner_tick(config=config) is None  # claimed by the first
+        started = time.monotonic()
+        planner_config_set(
+            topology=mindie, mode=PlannerMode.ADVISORY, params={}, min_ratio=None, max_ratio=None,
+            actor=operator, source_ip=None,
+        )  # fmt: skip
+        took = time.monotonic() - started
+        assert tick.is_alive(), f"the tick ended before the change (the API server was not slow): {ticked}"
+    finally:
+        tick.join(30)
+        ascend_sandbox.clear_api_faults("latency")
+    assert took < 1.5, took  # not held until the tick's API calls returned
+    config.refresh_from_db()
+    assert config.mode == PlannerMode.ADVISORY
+    assert ticked and not isinstance(ticked[0], Exception), ticked
