@@ -69,6 +69,22 @@ def sim_vllm(request: pytest.FixtureRequest) -> Iterator[str]:
         thread.join(5)
 
 
+@pytest.fixture(scope="package")
+def real_sandbox() -> Iterator[object]:
+    """A sandbox cluster whose vLLM pods run the real engine (``SANDBOX_REAL_ENGINES=vllm``), shared by the
+    modules that deploy topologies to it (each in a namespace of its own)."""
+    from sandbox.testing import SandboxCluster
+
+    try:
+        install.install()
+    except RuntimeError as error:
+        pytest.fail(str(error), pytrace=False)
+    with SandboxCluster(
+        nodes=2, accelerators=["nvidia.com/gpu=8"], env={"SANDBOX_REAL_ENGINES": "vllm"}
+    ) as cluster:
+        yield cluster
+
+
 @pytest.fixture(params=["real", "sim"])
 def engine_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue(f"{request.param}_vllm"))

@@ -12,25 +12,10 @@ import pytest
 
 from deployments.models import State
 from deployments.tests.sandbox_helpers import deploy_now, ready_pods
-from realengine import install
 from realengine.engine import CONTEXT
 from telemetry.testing import collect_intervals
 
 pytestmark = pytest.mark.real_engine
-
-
-@pytest.fixture(scope="module")
-def real_sandbox():
-    from sandbox.testing import SandboxCluster
-
-    try:
-        install.install()
-    except RuntimeError as error:
-        pytest.fail(str(error), pytrace=False)
-    with SandboxCluster(
-        nodes=2, accelerators=["nvidia.com/gpu=8"], env={"SANDBOX_REAL_ENGINES": "vllm"}
-    ) as cluster:
-        yield cluster
 
 
 @pytest.fixture
@@ -162,3 +147,4 @@ def test_a_topology_on_real_vllm_pods_through_every_path(
     assert len(ready_pods(conn, topology, 1)) >= 2
     answer = _serve(topology.pk, "still served by revision 1")
     assert answer.status == 200 and answer.backend == "cluster", answer
+    real_sandbox.kubectl("delete", "deployments,services", "--all", "-n", namespace)  # its engines stop

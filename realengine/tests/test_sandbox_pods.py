@@ -13,26 +13,11 @@ import requests
 
 import kube
 from kube.labels import TOPOLOGY
-from realengine import install
 from telemetry.parse import parse_metrics
 from telemetry.testing import collect_intervals
 
 pytestmark = pytest.mark.real_engine
 READY_WITHIN = 300.0  # two real engines starting side by side on two cores
-
-
-@pytest.fixture(scope="module")
-def real_sandbox():
-    from sandbox.testing import SandboxCluster
-
-    try:
-        install.install()
-    except RuntimeError as error:
-        pytest.fail(str(error), pytrace=False)
-    with SandboxCluster(
-        nodes=2, accelerators=["nvidia.com/gpu=8"], env={"SANDBOX_REAL_ENGINES": "vllm"}
-    ) as cluster:
-        yield cluster
 
 
 @pytest.fixture
