@@ -33,6 +33,15 @@ def rollout_of(topology: Topology, last: Deployment | None) -> Rollout:
     running = topology.deployed_revision.number if topology.deployed_revision is not None else None
     if last is not None and last.state in ACTIVE_STATES:
         state, message = "deploying", f"{last.describe()} in progress"
+    elif (
+        last is not None
+        and last.state in (State.FAILED, State.ROLLED_BACK)
+        and running is not None
+        and desired == running
+        and last.revision_number != desired
+    ):  # the operator kept the running revision: the failed one is no longer wanted
+        state = "in_sync"
+        message = f"revision {running} is running; {last.describe()} failed and was set aside"
     elif last is not None and last.state in (State.FAILED, State.ROLLED_BACK):
         what = last.describe()
         if running is not None:

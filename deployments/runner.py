@@ -131,6 +131,16 @@ def _preflight(job: Job) -> bool:
     findings = topology_preflight(topology=deployment.topology, revision=deployment.revision)
     errors = [f for f in findings if f.level == "error"]
     warnings = [f for f in findings if f.level != "error"]
+    override = str((deployment.params or {}).get("preflight_override") or "")
+    if errors and override:
+        deployment_step_add(
+            deployment=job.load(),
+            message=f"Preflight found {len(errors)} blocking problem{'s' if len(errors) != 1 else ''}; "
+            f"deploying anyway, as {deployment.requested_by_label} chose ({override}): "
+            + "; ".join(f.message for f in errors),
+            detail={"overridden": [{"message": f.message, "fix": f.fix} for f in errors]},
+        )
+        errors = []
     if errors:
         diagnosis: list[Diagnosis] = [
             {"code": getattr(f, "code", "preflight"), "message": f.message, "fix": f.fix, "pods": []}

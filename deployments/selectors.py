@@ -10,7 +10,9 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from deployments.models import ACTIVE_STATES, Deployment, DeployPolicy
-from deployments.rollout import ever_ran, rollout_of
+from deployments.rollbacks import rollback_plan
+from deployments.rollout import rollout_of
+from deployments.serving import model_name_sharing
 
 if TYPE_CHECKING:
     from topologies.models import Topology
@@ -108,6 +110,15 @@ def topology_pods(topology: Topology) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (order.get(str(r["role"]), 2), str(r["name"])))
 
 
+def preflight_blocking(topology: Topology) -> list[Any]:
+    """Preflight's blocking findings for the desired revision (the Deploy button waits for none)."""
+    from topologies.services import topology_preflight
+
+    if topology.current_revision is None:
+        return []
+    return [f for f in topology_preflight(topology=topology) if f.blocking]
+
+
 def topology_panel_context(topology: Topology, request: Any = None) -> dict[str, Any]:
     """Context for the deployments panel on the topology detail page."""
     deployments = list(deployment_list().filter(topology=topology).prefetch_related("steps")[:10])
@@ -119,16 +130,20 @@ def topology_panel_context(topology: Topology, request: Any = None) -> dict[str,
         user is not None and getattr(user, "is_authenticated", False) and user.has_role("operator")
     )
     spec_roles = (topology.spec or {}).get("roles", {})
-    ran = ever_ran(topology)
-    running = topology.deployed_revision.number if topology.deployed_revision is not None else None
+    active = latest if latest is not None and latest.is_active else None
+    plan = rollback_plan(topology)
     return {
         "rollout": rollout_of(topology, next((d for d in deployments if d.kind != "delete"), None)),
-        "rollback_choices": [(n, n in ran) for n in revisions if n != running],
+        "rollback": plan,
+        "rollback_good": [c for c in plan.candidates if c.known_good],
+        "rollback_untested": [c for c in plan.candidates if not c.known_good],
+        "blocking": preflight_blocking(topology) if can_operate and active is None else [],
+        "sharing": model_name_sharing(topology),
         "topology": topology,
         "deployments": deployments,
         "latest": latest,
         "latest_message": latest_steps[-1].message if latest_steps else "",
-        "active": latest if latest is not None and latest.is_active else None,
+        "active": active,
         "revisions": revisions,
         "pods": topology_pods(topology),
         "roles": {name: (spec_roles.get(name) or {}).get("replicas") for name in ("prefill", "decode")},

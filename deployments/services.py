@@ -82,10 +82,16 @@ def deployment_start(
     actor: Any,
     source_ip: str | None,
     params: dict[str, Any] | None = None,
+    override_preflight: str = "",
 ) -> Deployment:
-    """Queue a deployment job; the runner picks it up after commit. 409 when one is already active."""
+    """Queue a deployment job; the runner picks it up after commit. 409 when one is already active.
+
+    ``override_preflight``: the operator's reason to deploy although preflight blocks it (audited)."""
     from topologies.models import Topology as TopologyModel
 
+    override_preflight = override_preflight.strip()
+    if override_preflight:
+        params = {**(params or {}), "preflight_override": override_preflight[:300]}
     if kind not in Kind.values:
         raise DomainError(f"unknown deployment kind {kind!r}", fields={"kind": [f"use one of {Kind.values}"]})
     require_broker(what=f"the {kind} was not started")
@@ -130,6 +136,18 @@ def deployment_start(
         source_ip=source_ip,
         detail={"deployment": deployment.pk, "revision": deployment.revision_number, **(params or {})},
     )
+    if override_preflight:
+        audit_record(
+            action="topology.preflight_override",
+            actor=actor,
+            target=topology,
+            source_ip=source_ip,
+            detail={
+                "deployment": deployment.pk,
+                "revision": deployment.revision_number,
+                "reason": override_preflight,
+            },
+        )
     transaction.on_commit(lambda: deployment_enqueue(deployment_id=deployment.pk))
     return deployment
 
@@ -155,39 +173,6 @@ def deployment_enqueue(*, deployment_id: int) -> bool:
             )
         return False
     return True
-
-
-@transaction.atomic
-def topology_rollback_start(
-    *, topology: Topology, to_revision: Revision, actor: Any, source_ip: str | None
-) -> Deployment:
-    """Deploy an earlier revision of the topology again."""
-    if to_revision.topology_id != topology.pk:
-        raise DomainError(
-            f"revision {to_revision.number} belongs to another topology",
-            fields={"revision": ["pick a revision number of this topology"]},
-        )
-    from topologies.models import Topology as TopologyModel
-    from topologies.services import topology_desired_set
-
-    fresh = TopologyModel.objects.select_related("deployed_revision").get(pk=topology.pk)
-    running = fresh.deployed_revision.number if fresh.deployed_revision else None
-    if running == to_revision.number:
-        raise DomainError(
-            f"revision {running} is already running",
-            code="already_running",
-            fields={"revision": ["pick another revision; to apply the running one again, use reapply"]},
-        )
-    deployment = deployment_start(
-        topology=topology,
-        revision=to_revision,
-        kind=Kind.ROLLBACK,
-        actor=actor,
-        source_ip=source_ip,
-        params={"from_revision": running},
-    )
-    topology_desired_set(topology=topology, revision=to_revision)
-    return deployment
 
 
 def scaled_spec(spec: dict[str, Any], *, role: str, replicas: int) -> dict[str, Any]:

@@ -39,31 +39,15 @@ def topology_deploy(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         _started(
             request,
-            services.deployment_start(topology=topology, actor=request.user, source_ip=client_ip(request)),
-        )
-    except DomainError as error:
-        messages.error(request, f"Not deployed: {error.message}")
-    return _back(pk)
-
-
-@require_POST
-@role_required(Role.OPERATOR)
-def topology_rollback(request: HttpRequest, pk: int) -> HttpResponse:
-    topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
-    number = _int(request.POST.get("revision"))
-    revision = topology_selectors.revision_get(topology, number) if number else None
-    if revision is None:
-        messages.error(request, "Roll back: choose one of the topology's revisions.")
-        return _back(pk)
-    try:
-        _started(
-            request,
-            services.topology_rollback_start(
-                topology=topology, to_revision=revision, actor=request.user, source_ip=client_ip(request)
+            services.deployment_start(
+                topology=topology,
+                actor=request.user,
+                source_ip=client_ip(request),
+                override_preflight=request.POST.get("override_preflight", "")[:300],
             ),
         )
     except DomainError as error:
-        messages.error(request, f"Not rolled back: {error.message}")
+        messages.error(request, f"Not deployed: {error.message}")
     return _back(pk)
 
 

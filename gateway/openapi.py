@@ -135,48 +135,42 @@ REQUEST: dict[str, Any] = {
     },
     "required": ["model", "input"],
 }
+STRING = {"type": "string"}
+
+
+def _item(kind: str, required: tuple[str, ...], **properties: Any) -> dict[str, Any]:
+    """An output item's schema: its `type`, an `id`, and what else it carries."""
+    return {
+        "type": "object",
+        "properties": {"type": {"const": kind}, "id": STRING, **properties},
+        "required": ["type", "id", *required],
+    }
+
+
+TEXT_OUT = {
+    "type": "object",
+    "properties": {"type": {"const": "output_text"}, "text": STRING},
+    "required": ["type", "text"],
+}
 OUTPUT_ITEM = {
     "oneOf": [
-        {
-            "type": "object",
-            "properties": {
-                "type": {"const": "message"},
-                "id": {"type": "string"},
-                "status": {"enum": ["in_progress", "completed", "incomplete"]},
-                "role": {"const": "assistant"},
-                "content": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {"type": {"const": "output_text"}, "text": {"type": "string"}},
-                        "required": ["type", "text"],
-                    },
-                },
-            },
-            "required": ["type", "id", "status", "role", "content"],
-        },
-        {
-            "type": "object",
-            "properties": {
-                "type": {"const": "function_call"},
-                "id": {"type": "string"},
-                "call_id": {"type": "string"},
-                "name": {"type": "string"},
-                "namespace": {"type": "string"},
-                "arguments": {"type": "string"},
-                "status": {"enum": ["in_progress", "completed"]},
-            },
-            "required": ["type", "id", "call_id", "name", "arguments"],
-        },
-        {
-            "type": "object",
-            "properties": {
-                "type": {"const": "reasoning"},
-                "id": {"type": "string"},
-                "summary": {"type": "array"},
-            },
-            "required": ["type", "id", "summary"],
-        },
+        _item(
+            "message",
+            ("status", "role", "content"),
+            status={"enum": ["in_progress", "completed", "incomplete"]},
+            role={"const": "assistant"},
+            content={"type": "array", "items": TEXT_OUT},
+        ),
+        _item(
+            "function_call",
+            ("call_id", "name", "arguments"),
+            call_id=STRING,
+            name=STRING,
+            namespace=STRING,
+            arguments=STRING,
+            status={"enum": ["in_progress", "completed"]},
+        ),
+        _item("reasoning", ("summary",), summary={"type": "array"}),
     ]
 }
 USAGE = {

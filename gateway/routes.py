@@ -67,14 +67,20 @@ def bump() -> None:
     limits.client().set(generation_key(), secrets.token_hex(8))
 
 
+def name_owners(entries: list[RouteEntry]) -> dict[str, RouteEntry]:
+    """Model name or alias → the entry the gateway sends it to: the first topology to claim the name
+    (entries come ordered by topology id, so the oldest keeps it; pages say so where names are shared)."""
+    by_name: dict[str, RouteEntry] = {}
+    for entry in entries:
+        for name in entry.names:
+            by_name.setdefault(name, entry)
+    return by_name
+
+
 def load_table(generation: str) -> RouteTable:
     from gateway.selectors import route_entries
 
-    by_name: dict[str, RouteEntry] = {}
-    for entry in route_entries():
-        for name in entry.names:
-            by_name.setdefault(name, entry)
-    return RouteTable(by_name=by_name, generation=generation)
+    return RouteTable(by_name=name_owners(route_entries()), generation=generation)
 
 
 class _Holder:

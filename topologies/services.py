@@ -12,7 +12,16 @@ from audit.services import audit_record
 from controlplane.api.errors import Conflict, DomainError
 from topologies.importing import ImportResult, import_manifests
 from topologies.models import Revision, Topology
-from topologies.preflight import ClusterFacts, Finding, NodeFacts, ObjectFacts, master_service, run_preflight
+from topologies.preflight import (
+    ERROR,
+    ClusterFacts,
+    Finding,
+    NodeFacts,
+    ObjectFacts,
+    master_service,
+    run_preflight,
+)
+from topologies.preflight_names import model_name_findings
 from topologies.render import kthena, render
 from topologies.spec import SpecError, TopologySpec
 
@@ -289,12 +298,15 @@ def spec_preflight(
     parsed = _parse(spec)
     facts = cluster_facts(cluster=cluster, spec=parsed, topology=topology)
     deployed = topology.deployed_revision if topology is not None else None
-    return run_preflight(
+    topology_id = topology.pk if topology is not None else None
+    findings = run_preflight(
         parsed,
         facts,
-        topology_id=topology.pk if topology is not None else None,
+        topology_id=topology_id,
         deployed=TopologySpec.from_dict(deployed.spec) if deployed is not None else None,
     )
+    findings += model_name_findings(spec=parsed, cluster_id=cluster.pk, topology_id=topology_id)
+    return sorted(findings, key=lambda f: (f.level != ERROR, f.field, f.code))
 
 
 def topology_preflight(*, topology: Topology, revision: Revision | None = None) -> list[Finding]:

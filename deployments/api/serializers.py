@@ -74,10 +74,59 @@ class DeployInputSerializer(serializers.Serializer[dict[str, object]]):
     revision = AsciiIntegerField(
         required=False, min_value=1, help_text="Revision number to deploy; the current revision when omitted."
     )
+    override_preflight = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=300,
+        help_text="Why to deploy although preflight blocks it (recorded in the audit log); omitted: a "
+        "blocking preflight finding stops the deploy before anything is applied.",
+    )
 
 
 class RollbackInputSerializer(serializers.Serializer[dict[str, object]]):
-    revision = AsciiIntegerField(min_value=1, help_text="Revision number to return to, e.g. 3.")
+    revision = AsciiIntegerField(
+        required=False,
+        min_value=1,
+        help_text="Revision number to return to, e.g. 3; omitted: the newest revision other than the "
+        "running one that ran successfully.",
+    )
+    allow_untested = serializers.BooleanField(
+        default=False,
+        help_text="Confirm a revision that never ran successfully (it failed, or was never deployed).",
+    )
+
+
+class RollbackCandidateSerializer(serializers.Serializer[dict[str, object]]):
+    revision = serializers.IntegerField()
+    image = serializers.CharField()
+    ratio = serializers.CharField(help_text="Prefill and decode replicas, e.g. 2P/1D.")
+    known_good = serializers.BooleanField(help_text="A deploy of it once succeeded.")
+    ratio_only = serializers.BooleanField(help_text="It changed replica counts only (scale or rebalancing).")
+    outcome = serializers.CharField()
+    differences = serializers.ListField(
+        child=serializers.CharField(), help_text="What deploying it changes against the running revision."
+    )
+    folded = serializers.ListField(
+        child=serializers.IntegerField(), help_text="Ratio-change revisions this entry stands for."
+    )
+
+
+class RollbackPlanSerializer(serializers.Serializer[dict[str, object]]):
+    running = serializers.IntegerField(allow_null=True)
+    desired = serializers.IntegerField(allow_null=True)
+    default = serializers.IntegerField(
+        allow_null=True, help_text="What a rollback without a revision deploys: the newest known-good one."
+    )
+    keep_running = serializers.BooleanField(
+        help_text="The desired revision is not the running one: POST keep-running/ to keep the running one."
+    )
+    candidates = RollbackCandidateSerializer(many=True)
+
+
+class KeepRunningSerializer(serializers.Serializer[dict[str, object]]):
+    desired = serializers.IntegerField()
+    running = serializers.IntegerField()
+    message = serializers.CharField()
 
 
 class ScaleInputSerializer(serializers.Serializer[dict[str, object]]):
@@ -119,3 +168,19 @@ class DeployPolicySerializer(serializers.ModelSerializer[DeployPolicy]):
 
     def get_effective_auto_rollback(self, obj: DeployPolicy) -> bool:
         return obj.effective_auto_rollback
+
+
+class TopologyRef(serializers.Serializer[dict[str, object]]):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+
+
+class ModelNameRoutingSerializer(serializers.Serializer[dict[str, object]]):
+    model = serializers.CharField(help_text="The model name clients ask the gateway for.")
+    served_here = serializers.BooleanField(help_text="The gateway sends this name to this topology.")
+    served_by_id = serializers.IntegerField(
+        allow_null=True, help_text="The topology the gateway sends the name to; null: none yet."
+    )
+    served_by_name = serializers.CharField(allow_null=True)
+    shared_with = TopologyRef(many=True, help_text="Other topologies answering to the same name.")
+    why = serializers.CharField(help_text="Which topology serves the name and why, in words.")

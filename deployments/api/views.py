@@ -6,7 +6,7 @@ from abc import abstractmethod
 from typing import Any
 
 from django.shortcuts import get_object_or_404
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import status
 from rest_framework.generics import GenericAPIView, ListAPIView, RetrieveAPIView
 from rest_framework.request import Request
@@ -22,11 +22,17 @@ from deployments.api.serializers import (
     DeploymentDetailSerializer,
     DeploymentSerializer,
     DeployPolicySerializer,
+    KeepRunningSerializer,
+    ModelNameRoutingSerializer,
     RollbackInputSerializer,
+    RollbackPlanSerializer,
     ScaleInputSerializer,
 )
 from deployments.filtersets import DeploymentFilterSet
 from deployments.models import Deployment, DeployPolicy
+from deployments.rollback_services import rollback_target, topology_keep_running, topology_rollback_start
+from deployments.rollbacks import rollback_plan
+from deployments.serving import model_name_routing
 from keys.scopes import Scope
 from topologies import selectors as topology_selectors
 from topologies.models import Revision, Topology
@@ -101,30 +107,73 @@ class _TopologyAction(GenericAPIView[Topology]):
 
 @extend_schema(request=DeployInputSerializer, responses={202: DeploymentSerializer})
 class TopologyDeploy(_TopologyAction):
-    """Deploy the current (or a given) revision. 202 with the queued deployment; 409 when one is running."""
+    """Deploy the current (or a given) revision. 202 with the queued deployment; 409 when one is running.
+    Preflight runs first and a blocking finding stops the deploy, unless ``override_preflight`` says why."""
 
     input_serializer = DeployInputSerializer
 
     def start(self, request: Request, topology: Topology, data: dict[str, Any]) -> Deployment:
         revision = self._revision(topology, data["revision"]) if data.get("revision") else None
         return services.deployment_start(
-            topology=topology, revision=revision, actor=request.user, source_ip=client_ip(request)
-        )
-
-
-@extend_schema(request=RollbackInputSerializer, responses={202: DeploymentSerializer})
-class TopologyRollback(_TopologyAction):
-    """Deploy an earlier revision again."""
-
-    input_serializer = RollbackInputSerializer
-
-    def start(self, request: Request, topology: Topology, data: dict[str, Any]) -> Deployment:
-        return services.topology_rollback_start(
             topology=topology,
-            to_revision=self._revision(topology, data["revision"]),
+            revision=revision,
             actor=request.user,
             source_ip=client_ip(request),
+            override_preflight=str(data.get("override_preflight") or ""),
         )
+
+
+@extend_schema_view(
+    get=extend_schema(request=None, responses={200: RollbackPlanSerializer}),
+    post=extend_schema(request=RollbackInputSerializer, responses={202: DeploymentSerializer}),
+)
+class TopologyRollback(_TopologyAction):
+    """GET: the revisions one may return to, the default, and what each changes against the running one.
+    POST: deploy an earlier revision again (default: the newest that ran successfully); one that never
+    ran successfully needs ``allow_untested``."""
+
+    required_scopes = {"read": Scope.TOPOLOGIES_READ, "write": Scope.DEPLOY}
+    input_serializer = RollbackInputSerializer
+
+    def get(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        return Response(RollbackPlanSerializer(rollback_plan(topology).as_dict()).data)
+
+    def start(self, request: Request, topology: Topology, data: dict[str, Any]) -> Deployment:
+        number = data.get("revision")
+        if number is not None:
+            self._revision(topology, int(number))
+        return topology_rollback_start(
+            topology=topology,
+            to_revision=rollback_target(topology=topology, number=int(number) if number else None),
+            actor=request.user,
+            source_ip=client_ip(request),
+            allow_untested=bool(data.get("allow_untested")),
+        )
+
+
+@extend_schema(request=None, responses={200: KeepRunningSerializer})
+class TopologyKeepRunning(GenericAPIView[Topology]):
+    """Make the running revision the desired one again after a failed deploy (nothing is deployed)."""
+
+    required_scopes = {"write": Scope.DEPLOY}
+    write_role = Role.OPERATOR
+    serializer_class = NoInput
+
+    def get_queryset(self) -> Any:
+        return topology_selectors.topology_list()
+
+    def post(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        dropped = topology.current_revision.number if topology.current_revision is not None else None
+        kept = topology_keep_running(topology=topology, actor=request.user, source_ip=client_ip(request))
+        running = kept.deployed_revision.number if kept.deployed_revision is not None else 0
+        body = {
+            "desired": running,
+            "running": running,
+            "message": f"kept revision {running}; revision {dropped} is no longer desired",
+        }
+        return Response(KeepRunningSerializer(body).data)
 
 
 @extend_schema(request=ScaleInputSerializer, responses={202: DeploymentSerializer})
@@ -202,3 +251,19 @@ class TopologyDeployPolicy(GenericAPIView[DeployPolicy]):
             source_ip=client_ip(request),
         )
         return Response(DeployPolicySerializer(policy).data)
+
+
+@extend_schema(responses={200: ModelNameRoutingSerializer})
+class TopologyModelName(GenericAPIView[Any]):
+    """Which topology Tandem's gateway sends this topology's model name to, and why (the oldest topology
+    claiming a name keeps it; preflight refuses a second one on the same router)."""
+
+    required_scopes = {"read": Scope.TOPOLOGIES_READ}
+    serializer_class = ModelNameRoutingSerializer
+
+    def get_queryset(self) -> Any:
+        return topology_selectors.topology_list()
+
+    def get(self, request: Request, pk: int) -> Response:
+        topology = get_object_or_404(self.get_queryset(), pk=pk)
+        return Response(ModelNameRoutingSerializer(model_name_routing(topology)).data)

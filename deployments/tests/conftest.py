@@ -86,3 +86,11 @@ def new_topology(lab, operator, lab_sandbox, conn):
         namespaces = [ns for ns in namespaces if kube.list_pods(conn, ns, "")]
         time.sleep(0.2)
     assert not namespaces, f"pods still running in {namespaces} after cleanup"
+
+
+@pytest.fixture
+def after_auto_rollback(topology, operator):
+    """r1 and r2 ran; r3 (a broken image) failed and was rolled back: desired r3, running r2."""
+    from deployments.tests.rollback_helpers import auto_rolled_back
+
+    return auto_rolled_back(topology, operator)

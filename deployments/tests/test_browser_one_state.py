@@ -1,6 +1,6 @@
 """After a deploy, a rollback and a failed deploy, every part of the topology page (header, summary,
 revisions list, deployments card) names the same desired and running revision, without a reload; the
-rollback choices leave out the running revision and say which never deployed. Screenshots go to
+rollback choices leave out the running revision (unless it can be kept) and say which never ran. Screenshots go to
 var/screenshots/."""
 
 from __future__ import annotations
@@ -82,6 +82,11 @@ def test_the_page_agrees_with_itself_after_deploy_rollback_and_failure(
 
             page.select_option("#deployments select[name=revision]", "1")
             page.click("#deployments >> button:has-text('Roll back')")
+            # A confirmation names what it deploys before anything happens.
+            expect(page.locator("[data-confirm=rollback]")).to_have_text(
+                "Deploy revision 1 in place of revision 2?"
+            )
+            page.click("#rollback-confirm >> button:has-text('Deploy revision 1')")
             # The POST lands back on the page; from here on nothing reloads it.
             page.wait_for_selector("#deployments .deploy-current", timeout=10_000)
             expect(page.locator("[data-live-part=summary] [data-rev=running]")).to_have_text(
@@ -108,7 +113,11 @@ def test_the_page_agrees_with_itself_after_deploy_rollback_and_failure(
             assert state["summary"] == "r3/r1" and state["card"] == "revision 3/revision 1"
             assert state["rows"] == "r3/r1"
             assert "last deploy failed" in state["head"]
-            assert "revision 3 (never deployed)" in _rollback_choices(page)
+            assert _rollback_choices(page) == [
+                "revision 1 (running): keep it",
+                "revision 2",
+                "revision 3 (failed)",
+            ]
             page.screenshot(path=str(SHOTS / "topology-after-failed-deploy.png"), full_page=True)
 
             page.goto(f"{base}/")

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from deployments.models import Deployment, Kind, State
+from deployments.rollback_services import topology_rollback_start
 from deployments.rollout import ever_ran, topology_rollout
-from deployments.services import deployment_start, topology_rollback_start
+from deployments.services import deployment_start
 from topologies.models import Topology
 from topologies.presets import preset_spec
 from topologies.services import topology_update
@@ -90,8 +91,9 @@ def test_panel_rollback_choices_leave_out_the_running_revision(client, operator,
     _r2(topology, operator)
     client.force_login(operator)
     page = client.get(f"/deployments/topology/{topology.pk}/panel/").content.decode()
-    assert '<option value="2">revision 2 (never deployed)</option>' in page
-    assert '<option value="1">' not in page
+    # Revision 2 is the desired one (Deploy deploys it); rolling back offers keeping what runs.
+    assert '<option value="keep" selected>revision 1 (running): keep it</option>' in page
+    assert '<option value="1"' not in page and '<option value="2"' not in page
     detail = client.get(f"/topologies/{topology.pk}/").content.decode()
     assert 'data-badge="never"' in detail and 'data-badge="running"' in detail
 
