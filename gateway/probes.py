@@ -298,15 +298,14 @@ async def concurrency(entry: RouteEntry, params: dict[str, Any]) -> ProbeResult:
     return ProbeResult("concurrency", ok, summary, figures, diagnosis)
 
 
-async def links(entry: RouteEntry) -> ProbeResult:
-    """Every prefill→decode link as the telemetry sees it (state, transfer time, where it comes from)."""
-    from asgiref.sync import sync_to_async
+STALE_INTERVALS = 3  # a link state older than this many collection intervals is not evidence
 
-    from telemetry.selectors import latest_snapshot
 
-    snapshot = await sync_to_async(latest_snapshot)(topology_id=entry.topology_id)
+def judge_links(snapshot: dict[str, Any] | None, now: float) -> ProbeResult:
+    """Every prefill→decode link as the telemetry sees it (pure): passes only when every link is up
+    and was seen within ``STALE_INTERVALS`` collection intervals (an old "up" proves nothing now)."""
     found = list(snapshot.get("links") or []) if snapshot is not None else []
-    if not found:
+    if snapshot is None or not found:
         return ProbeResult(
             "links",
             False,
@@ -314,20 +313,47 @@ async def links(entry: RouteEntry) -> ProbeResult:
             {},
             ["Telemetry has not seen the topology's links yet: is it deployed and collected?"],
         )
-    rows = []
+    interval = float(snapshot.get("interval_s") or 2.0)
+    age = now - float(snapshot.get("ts") or 0.0)
+    rows = [dict(link) for link in found]
+    if age > STALE_INTERVALS * interval:
+        return ProbeResult(
+            "links",
+            False,
+            f"the link states are {age:.0f} s old",
+            {"links": rows, "age_s": round(age, 1)},
+            [
+                f"Telemetry last collected this topology {age:.0f} s ago (every {interval:g} s expected): "
+                "check that the Celery worker and beat run, and the topology's health on its page."
+            ],
+        )
     bad = []
-    for link in found:
-        row = dict(link)
-        rows.append(row)
+    for row in rows:
+        seen = row.get("observed_at")
         if str(row.get("state", "")) != "up":
             code = row.get("status_code") or ""
             bad.append(
                 f"{row.get('prefill')} → {row.get('decode')}: {row.get('state')} {code} "
                 f"{row.get('reason') or ''}".strip()
             )
-    ok = not bad
+        elif seen is None or now - float(seen) > STALE_INTERVALS * interval:
+            when = "never" if seen is None else f"{now - float(seen):.0f} s ago"
+            bad.append(
+                f"{row.get('prefill')} → {row.get('decode')}: up, but last seen {when}: nothing that can "
+                "see the link (probe, connector metrics, log lines) said so since"
+            )
     summary = f"{len(rows) - len(bad)} of {len(rows)} KV links healthy"
-    return ProbeResult("links", ok, summary, {"links": rows}, bad)
+    return ProbeResult("links", not bad, summary, {"links": rows}, bad)
+
+
+async def links(entry: RouteEntry) -> ProbeResult:
+    """Every prefill→decode link as the telemetry sees it now (state, freshness, where it comes from)."""
+    from asgiref.sync import sync_to_async
+
+    from telemetry.selectors import latest_snapshot
+
+    snapshot = await sync_to_async(latest_snapshot)(topology_id=entry.topology_id)
+    return judge_links(dict(snapshot) if snapshot is not None else None, time.time())
 
 
 async def fallback_compare(entry: RouteEntry) -> ProbeResult:

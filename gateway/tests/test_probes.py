@@ -136,3 +136,29 @@ def test_the_cluster_leg_of_the_fallback_comparison_speaks_of_the_cluster(
     diagnosis = " ".join(result["diagnosis"])
     assert "cluster: the cluster failed: cannot connect" in diagnosis, diagnosis
     assert "no fallback" not in diagnosis, diagnosis
+
+
+def _links_snapshot(ts: float, observed_at: float | None, state: str = "up") -> dict:
+    return {
+        "ts": ts,
+        "interval_s": 2.0,
+        "links": [{"prefill": "p-0", "decode": "d-0", "state": state, "observed_at": observed_at}],
+    }
+
+
+def test_the_links_probe_passes_on_fresh_up_links_only():
+    from gateway.probes import judge_links
+
+    now = 1000.0
+    fresh = judge_links(_links_snapshot(now - 1, now - 1), now)
+    assert fresh.passed and fresh.summary == "1 of 1 KV links healthy"
+    # telemetry stopped: the last "up" is a minute old and proves nothing now
+    stopped = judge_links(_links_snapshot(now - 60, now - 60), now)
+    assert not stopped.passed and stopped.summary == "the link states are 60 s old"
+    assert "Celery worker and beat" in stopped.diagnosis[0]
+    # collected, but no source has seen this link for a while
+    unseen = judge_links(_links_snapshot(now - 1, now - 30), now)
+    assert not unseen.passed and "up, but last seen 30 s ago" in unseen.diagnosis[0]
+    down = judge_links(_links_snapshot(now - 1, now - 1, state="down"), now)
+    assert not down.passed and down.diagnosis[0].startswith("p-0 → d-0: down")
+    assert not judge_links(None, now).passed
