@@ -47,6 +47,9 @@ class Outcome:
     completion_tokens: int = 0
     ttft_ms: float | None = None
     streamed_chunks: int = 0  # chunks of a stream relayed so far (about one token each)
+    # A verification probe: it always tries the cluster and neither reads nor moves the breaker that
+    # guards applications' requests (a failing probe run must not open it, nor be skipped by it).
+    probe: bool = False
 
 
 _breakers: dict[int, Breaker] = {}
@@ -66,6 +69,10 @@ def _note(entry: RouteEntry, state: str | None, reason: str) -> None:
     if state is not None:
         logger.warning("gateway breaker of topology %s is %s: %s", entry.topology_name, state, reason)
         recorder().breaker(BreakerRecord(topology_id=entry.topology_id, state=state, reason=reason))
+
+
+def _quiet(entry: RouteEntry, state: str | None, reason: str) -> None:
+    """A probe's breaker changes are nobody's: not logged, not recorded as the gateway's."""
 
 
 @dataclass
@@ -106,11 +113,14 @@ async def open_answer(
     """The upstream response (headers in) from the cluster, or the fallback when the cluster fails.
     `raw` is the caller's body when `request` is exactly its parse (sent as it came when the model
     name needs no change). `fallback` is another (path, request) for the fallback, when it differs."""
-    breaker = breaker_for(entry)
+    if outcome.probe:
+        breaker, note = Breaker(failures_to_open=1_000_000, open_seconds=0.0), _quiet
+    else:
+        breaker, note = breaker_for(entry), _note
     reason = ""
     if entry.endpoint:
         allowed, changed = breaker.allow(time.monotonic())
-        _note(entry, changed, "trying the cluster again")
+        note(entry, changed, "trying the cluster again")
         if allowed:
             call = _cluster_call(path, request, entry, raw)
             try:
@@ -124,16 +134,16 @@ async def open_answer(
                     response.status == 429 and entry.fallback is not None and entry.fallback.on_429
                 )
                 if not retryable:
-                    _note(entry, breaker.success(), "the cluster answered")
+                    note(entry, breaker.success(), "the cluster answered")
                     outcome.backend = "cluster"
                     return response
                 reason = f"the cluster answered {response.status}"
                 if entry.fallback is None:
-                    _note(entry, breaker.failure(time.monotonic(), reason), reason)
+                    note(entry, breaker.failure(time.monotonic(), reason), reason)
                     outcome.backend = "cluster"
                     return response  # no fallback: the caller gets the cluster's own error
                 response.release()
-            _note(entry, breaker.failure(time.monotonic(), reason), reason)
+            note(entry, breaker.failure(time.monotonic(), reason), reason)
         else:
             reason = f"the cluster is skipped for now (circuit open: {breaker.last_reason})"
     else:

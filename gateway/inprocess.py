@@ -70,7 +70,7 @@ async def chat(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    outcome = dispatch.Outcome(model=entry.model, entry=entry)
+    outcome = dispatch.Outcome(model=entry.model, entry=entry, probe=True)
     started = time.monotonic()
     try:
         await dispatch.serve("/v1/chat/completions", request, force(entry, backend), send, outcome)

@@ -162,3 +162,28 @@ def test_the_links_probe_passes_on_fresh_up_links_only():
     down = judge_links(_links_snapshot(now - 1, now - 1, state="down"), now)
     assert not down.passed and down.diagnosis[0].startswith("p-0 → d-0: down")
     assert not judge_links(None, now).passed
+
+
+def test_verification_runs_neither_open_the_gateways_breaker_nor_are_skipped_by_it(make_topology, admin_user):
+    """Probes run in the worker, beside the gateway's breakers: failing runs must not open the breaker
+    that guards applications' requests, and an open breaker must not skip the cluster a probe tests."""
+    from gateway import dispatch
+    from gateway.models import BreakerEvent
+    from gateway.routes import load_table
+    from tests.support import closed_port
+
+    topology = make_topology()
+    route_update(
+        topology=topology, changes={"endpoint_url": f"http://127.0.0.1:{closed_port()}"}, actor=admin_user
+    )
+    for _ in range(4):  # more failures than it takes to open a breaker
+        _, results = _run(topology, admin_user, ["smoke"])
+        assert "cannot connect" in " ".join(results["smoke"]["diagnosis"]), results
+    entry = next(e for e in load_table("t").entries() if e.topology_id == topology.pk)
+    assert dispatch.breaker_for(entry).state == "closed"
+    assert not BreakerEvent.objects.filter(topology=topology).exists()
+    for _ in range(entry.breaker_failures):  # the applications' traffic opened it
+        dispatch.breaker_for(entry).failure(0.0, "down")
+    _, results = _run(topology, admin_user, ["smoke"])
+    diagnosis = " ".join(results["smoke"]["diagnosis"])
+    assert "cannot connect" in diagnosis and "circuit open" not in diagnosis, results
