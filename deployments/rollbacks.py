@@ -124,6 +124,13 @@ class RollbackPlan:
         }
 
 
+def _words(text: str, limit: int = 300) -> str:
+    """``text`` cut at a word boundary (never mid-word), with an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + "…"
+
+
 def _outcomes(topology: Topology) -> dict[int, str]:
     """Revision number → why it is not known good, from its newest finished attempt."""
     out: dict[int, str] = {}
@@ -134,7 +141,8 @@ def _outcomes(topology: Topology) -> dict[int, str]:
         .order_by("created", "id")
     )
     for attempt in attempts:
-        reason = (attempt.error or "see its diagnosis").split(";")[0][:160]
+        first = (attempt.diagnosis or [{}])[0].get("message") if attempt.diagnosis else ""
+        reason = _words(str(first or attempt.error or "see its diagnosis").split("; rollback")[0])
         out[int(attempt.revision_number or 0)] = f"its last deploy (#{attempt.pk}) failed: {reason}"
     return out
 

@@ -1,7 +1,7 @@
 """After a deploy, a rollback and a failed deploy, every part of the topology page (header, summary,
 revisions list, deployments card) names the same desired and running revision, without a reload; the
-rollback choices leave out the running revision (unless it can be kept) and say which never ran. Screenshots go to
-var/screenshots/."""
+rollback choices leave out the running revision (unless it can be kept) and say which never ran.
+Screenshots go to var/screenshots/."""
 
 from __future__ import annotations
 

@@ -1,0 +1,173 @@
+"""What a person sees: after a broken image was rolled back automatically, the panel offers keeping the
+running revision (selected), a rollback to the failed revision asks first and names what it deploys, and
+keeping clears the problem; a second topology serving the same model name on the same Kthena router
+cannot be deployed until the operator gives a reason, and its panel says which topology the gateway
+serves. Each answer is asserted in the viewport where the action was taken, at 1440 px and 390 px;
+screenshots go to var/screenshots/."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from deployments import runner
+from deployments.models import Deployment, State
+from deployments.tests.sandbox_helpers import deploy_now
+from tests.support import subprocess_env, uvicorn_server
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+SHOTS = Path(__file__).resolve().parents[2] / "var" / "screenshots"
+WIDE = {"width": 1440, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+def _login(page, base: str, user) -> None:  # type: ignore[no-untyped-def]
+    page.goto(f"{base}/accounts/login/")
+    page.fill("#id_username", user.username)
+    page.fill("#id_password", "correct-horse-battery")
+    page.click("button[type=submit]")
+
+
+def _into_view(locator) -> None:  # type: ignore[no-untyped-def]
+    """Scroll to it; the panel may be swapped for a fresh copy as its live socket connects, so retry."""
+    for attempt in range(5):
+        try:
+            locator.scroll_into_view_if_needed(timeout=2_000)
+            return
+        except Exception:
+            if attempt == 4:
+                raise
+
+
+def _shot(page, name: str) -> None:  # type: ignore[no-untyped-def]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / name))
+
+
+def test_after_an_automatic_rollback_keeping_the_running_revision_clears_the_problem(
+    page, operator, new_topology, lab_sandbox, fast_deploys
+):
+    from topologies.services import topology_update
+
+    topology = new_topology()
+    assert deploy_now(topology, operator).state == State.SUCCEEDED
+    broken = dict(topology.spec)
+    broken["image"] = topology.spec["image"] + "-broken"
+    topology = topology_update(topology=topology, spec=broken, actor=operator, message="broken build")
+    failed = deploy_now(topology, operator)
+    assert failed.state == State.ROLLED_BACK, (failed.error, failed.diagnosis)
+    env = subprocess_env(LOG_LEVEL="warning")
+    with uvicorn_server(env) as base:
+        _login(page, base, operator)
+        for size, suffix in ((WIDE, "1440"), (PHONE, "390")):
+            page.set_viewport_size(size)
+            page.goto(f"{base}/topologies/{topology.pk}/#deployments")
+            choice = page.locator("#deployments select[name=revision]")
+            assert choice.input_value() == "keep"  # the safe choice is the default, never revision 2
+            options = [o.inner_text() for o in choice.locator("option").all()]
+            assert options == ["revision 1 (running): keep it", "revision 2 (failed)"]
+            banner = page.locator("#deployments [data-keep-running]")
+            _into_view(banner)
+            expect(banner).to_be_in_viewport()
+            expect(banner).to_contain_text("Revision 2 is still the desired revision")
+            _shot(page, f"rollback-keep-offered-{suffix}.png")
+
+            # Choosing the failed revision explicitly shows what it would deploy, and deploys nothing yet.
+            choice.select_option("2")
+            page.click("#deployments >> button:has-text('Roll back…')")
+            warning = page.locator("[data-untested]")
+            expect(warning).to_be_in_viewport()
+            expect(warning).to_contain_text("Revision 2 never ran successfully")
+            expect(page.locator("[data-confirm=rollback]")).to_have_text(
+                "Deploy revision 2 in place of revision 1?"
+            )
+            expect(page.locator("[data-image]")).to_have_text(broken["image"])
+            expect(page.locator("[data-differences]")).to_contain_text(
+                f"image: {topology.revisions.get(number=1).spec['image']} → {broken['image']}"
+            )
+            _shot(page, f"rollback-confirm-untested-{suffix}.png")
+            page.click("#rollback-confirm >> text=Cancel")
+            assert Deployment.objects.filter(topology=topology).count() == 2
+
+        page.set_viewport_size(WIDE)
+        page.goto(f"{base}/topologies/{topology.pk}/#deployments")
+        page.click("#deployments [data-keep-running] >> button:has-text('Keep revision 1')")
+        answer = page.locator("#deployments [data-rollout]").first
+        expect(answer).to_have_attribute("data-rollout", "in_sync")
+        expect(answer).to_be_in_viewport()
+        expect(answer).to_have_text("revision 1 is running; deploy of revision 2 failed and was set aside")
+        expect(page.locator("#deployments [data-keep-running]")).to_have_count(0)
+        _shot(page, "rollback-kept-1440.png")
+        page.set_viewport_size(PHONE)
+        page.goto(f"{base}/topologies/{topology.pk}/#deployments")
+        expect(page.locator("#deployments [data-rollout]").first).to_be_in_viewport()
+        _shot(page, "rollback-kept-390.png")
+        page.goto(f"{base}/")
+        row = page.locator(f"tr[data-topology-id='{topology.pk}']")
+        assert row.get_attribute("data-rollout") == "in_sync"
+        page.goto(f"{base}/activity/")
+        expect(page.locator("table")).to_contain_text("keep_running")
+
+
+def test_a_second_topology_with_the_same_model_name_waits_for_a_reason(
+    page, operator, new_topology, lab_sandbox, fast_deploys
+):
+    demo = new_topology(name="demo")
+    assert deploy_now(demo, operator).state == State.SUCCEEDED
+    imported = new_topology(name="imported")
+    model = imported.spec["routing"]["model_name"]
+    env = subprocess_env(LOG_LEVEL="warning")
+    with uvicorn_server(env) as base:
+        _login(page, base, operator)
+        for size, suffix in ((WIDE, "1440"), (PHONE, "390")):
+            page.set_viewport_size(size)
+            page.goto(f"{base}/topologies/{imported.pk}/#deployments")
+            deploy = page.locator("#deployments button[data-deploy]")
+            expect(deploy).to_be_disabled()
+            blocked = page.locator("#deployments [data-deploy-blocked]")
+            _into_view(blocked)
+            expect(blocked).to_be_in_viewport()
+            finding = blocked.locator("[data-code=model_name_taken]")
+            expect(finding).to_contain_text(
+                f"topology demo ({demo.cluster.name}, namespace {demo.namespace}) already serves model "
+                f"{model} through the Kthena router of cluster {demo.cluster.name}"
+            )
+            expect(finding).to_contain_text("Fix: give this topology another model name")
+            _shot(page, f"deploy-blocked-model-name-{suffix}.png")
+
+        page.set_viewport_size(WIDE)
+        page.goto(f"{base}/topologies/{imported.pk}/#deployments")
+        page.click("#deployments >> text=Deploy anyway…")
+        override = page.locator("#deployments input[name=override_preflight]")
+        expect(override).to_be_in_viewport()
+        page.click("#deployments >> button:has-text('despite preflight')")  # empty: the browser asks for it
+        assert not Deployment.objects.filter(topology=imported).exists()
+        override.fill("demo is removed in the same window")
+        page.click("#deployments >> button:has-text('despite preflight')")
+        queued = page.locator("#deployments .deploy-current")
+        expect(queued).to_be_in_viewport()
+        expect(queued).to_contain_text("deploy of revision 1")
+        job = Deployment.objects.get(topology=imported)
+        assert job.params == {"preflight_override": "demo is removed in the same window"}
+        assert runner.run(job.pk, worker="test-worker") == "claimed"
+        job.refresh_from_db()
+        assert job.state == State.SUCCEEDED, (job.error, job.diagnosis)
+        assert any("deploying anyway, as operator-user chose" in s.message for s in job.steps.all())
+
+        page.goto(f"{base}/topologies/{imported.pk}/#deployments")
+        sharing = page.locator("#deployments [data-sharing]")
+        expect(sharing).to_have_attribute("data-sharing", "served-elsewhere")
+        _into_view(sharing)
+        expect(sharing).to_be_in_viewport()
+        expect(sharing).to_contain_text(f"The gateway sends {imported.model_name} to topology demo")
+        _shot(page, "model-name-served-elsewhere-1440.png")
+        page.set_viewport_size(PHONE)
+        page.goto(f"{base}/topologies/{demo.pk}/#deployments")
+        expect(page.locator("#deployments [data-sharing]")).to_have_attribute("data-sharing", "served-here")
+        _shot(page, "model-name-served-here-390.png")
+        page.goto(f"{base}/activity/")
+        expect(page.locator("table")).to_contain_text("preflight_override")
