@@ -233,3 +233,29 @@ def candidate_for(topology: Topology, revision: Revision, plan: RollbackPlan) ->
         ratio_only=False,
         outcome=outcome,
     )
+
+
+@dataclass(frozen=True)
+class RevisionRow:
+    revision: Any  # a topologies Revision
+    ratio_only: bool
+    ratio: str
+    folded: bool  # an older ratio change of a run whose newest one is shown
+
+
+def revision_rows(revisions: list[Any], *, keep: set[int | None]) -> list[RevisionRow]:
+    """The revisions list, newest first, with runs of ratio changes folded behind their newest one;
+    revisions in ``keep`` (desired, running) are never folded (pure)."""
+    ordered = sorted(revisions, key=lambda r: r.number)
+    flags: dict[int, bool] = {}
+    previous: dict[str, Any] | None = None
+    for revision in ordered:
+        flags[revision.number] = is_ratio_only(previous, dict(revision.spec))
+        previous = dict(revision.spec)
+    rows: list[RevisionRow] = []
+    for revision in reversed(ordered):
+        ratio_only = flags[revision.number]
+        newer = rows[-1] if rows else None
+        folded = ratio_only and revision.number not in keep and newer is not None and newer.ratio_only
+        rows.append(RevisionRow(revision, ratio_only, ratio_text(dict(revision.spec)), bool(folded)))
+    return rows

@@ -85,10 +85,13 @@ def topology_detail(request: HttpRequest, pk: int) -> HttpResponse:
         else:
             diff = diff_lines(selectors.revision_diff(a, b))
     current = topology.current_revision
+    from deployments.rollbacks import revision_rows
     from deployments.rollout import ever_ran, topology_rollout
 
     panels.register_known_panels()
     roles = topology.spec.get("roles", {})
+    rollout = topology_rollout(topology)
+    rows = revision_rows(revisions, keep={rollout["desired"], rollout["running"]})
     return render(
         request,
         "topologies/detail.html",
@@ -105,7 +108,9 @@ def topology_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "diff_error": diff_error,
             "manifests_yaml": to_yaml(current.manifests) if current is not None else "",
             "panels": panels.render_panels(topology, request),
-            "rollout": topology_rollout(topology),
+            "rollout": rollout,
+            "revision_rows": rows,
+            "folded_count": sum(1 for row in rows if row.folded),
             "ever_ran": ever_ran(topology),
         },
     )

@@ -171,3 +171,54 @@ def test_a_second_topology_with_the_same_model_name_waits_for_a_reason(
         _shot(page, "model-name-served-here-390.png")
         page.goto(f"{base}/activity/")
         expect(page.locator("table")).to_contain_text("preflight_override")
+
+
+def test_ratio_changes_are_folded_and_a_rollback_says_it_undoes_them(
+    page, operator, new_topology, lab_sandbox, fast_deploys
+):
+    from topologies.services import topology_update
+
+    topology = new_topology()
+    assert deploy_now(topology, operator).state == State.SUCCEEDED  # r1 1P/1D
+    for prefill, decode in ((2, 1), (2, 2), (1, 2)):  # r2..r4: ratio moves, each deployed
+        spec = dict(topology.spec)
+        spec["roles"] = {
+            "prefill": {**spec["roles"]["prefill"], "replicas": prefill},
+            "decode": {**spec["roles"]["decode"], "replicas": decode},
+        }
+        topology = topology_update(topology=topology, spec=spec, actor=operator, message="scale")
+        job = deploy_now(topology, operator, kind="scale")
+        assert job.state == State.SUCCEEDED, (job.error, job.diagnosis)
+    env = subprocess_env(LOG_LEVEL="warning")
+    with uvicorn_server(env) as base:
+        _login(page, base, operator)
+        for size, suffix in ((WIDE, "1440"), (PHONE, "390")):
+            page.set_viewport_size(size)
+            page.goto(f"{base}/topologies/{topology.pk}/#revisions")
+            rows = page.locator("#revisions [data-live-part=revisions] tr")
+            expect(page.locator("#revisions tr[data-revision='2']")).to_be_hidden()
+            # r3 and r2 are folded behind r4, the newest of the run (running, so always shown)
+            assert [r.get_attribute("data-revision") for r in rows.all() if r.is_visible()] == ["4", "1"]
+            toggle = page.locator("#revisions label[data-folded]")
+            expect(toggle).to_be_in_viewport()
+            expect(toggle).to_have_text(
+                "Show 2 folded ratio changes (scale and rebalancing: replica counts only)"
+            )
+            _shot(page, f"revisions-folded-{suffix}.png")
+            toggle.click()
+            expect(page.locator("#revisions tr[data-revision='2']")).to_be_visible()
+            expect(page.locator("#revisions tr[data-revision='3']")).to_contain_text("ratio 2P/2D")
+
+            page.goto(f"{base}/topologies/{topology.pk}/#deployments")
+            choice = page.locator("#deployments select[name=revision]")
+            options = [o.inner_text() for o in choice.locator("option").all()]
+            assert options == ["revision 3 (ratio 2P/2D) +1 ratio change", "revision 1"]
+            assert choice.input_value() == "3"  # the newest that ran
+            choice.select_option("1")
+            page.click("#deployments >> button:has-text('Roll back…')")
+            ratio = page.locator("[data-differences] li.ratio-change")
+            expect(ratio).to_be_in_viewport()
+            expect(ratio).to_have_text(
+                "P:D ratio 1P/2D → 1P/1D: this undoes the ratio change made since (scale or rebalancing)"
+            )
+            _shot(page, f"rollback-confirm-ratio-{suffix}.png")

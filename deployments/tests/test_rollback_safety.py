@@ -85,3 +85,18 @@ def test_pure_ratio_and_differences():
         "P:D ratio 2P/1D → 1P/1D: this undoes the ratio change made since (scale or rebalancing)",
         "image: a:1 → a:2",
     ]
+
+
+def test_the_revisions_list_folds_ratio_changes_behind_the_newest(client, topology, operator):
+    finish_as(topology, operator)
+    for prefill, decode in ((2, 1), (2, 2), (3, 1)):  # r2..r4: ratio moves
+        save_change(topology, operator, new_ratio(prefill, decode), message="scale")
+        finish_as(topology, operator, kind=Kind.SCALE)
+    save_change(topology, operator, new_image("v5"), message="new build")  # r5: desired, not deployed
+    client.force_login(operator)
+    page = client.get(f"/topologies/{topology.pk}/").content.decode()
+    assert 'data-folded="2"' in page and "Show 2 folded ratio changes " in page
+    assert '<tr data-revision="3" class="ratio-folded">' in page  # behind r4, the newest of the run
+    assert '<tr data-revision="2" class="ratio-folded">' in page
+    assert '<tr data-revision="4">' in page and "ratio 3P/1D" in page  # running: never folded
+    assert '<tr data-revision="5">' in page and '<tr data-revision="1">' in page
