@@ -48,6 +48,17 @@ def is_ratio_only(previous: dict[str, Any] | None, spec: dict[str, Any]) -> bool
     )
 
 
+def ratio_only_flags(revisions: list[Any]) -> dict[int, bool]:
+    """Revision number → whether it changed replica counts only against the one before (``revisions`` in
+    ascending order; pure)."""
+    flags: dict[int, bool] = {}
+    previous: dict[str, Any] | None = None
+    for revision in revisions:
+        flags[revision.number] = is_ratio_only(previous, dict(revision.spec))
+        previous = dict(revision.spec)
+    return flags
+
+
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     if isinstance(value, dict):
         out: dict[str, Any] = {}
@@ -178,11 +189,7 @@ def rollback_plan(topology: Topology, *, limit: int = 100) -> RollbackPlan:
     running = running_rev.number if running_rev is not None else None
     desired = topology.current_revision.number if topology.current_revision is not None else None
     running_spec = dict(running_rev.spec) if running_rev is not None else None
-    ratio_flags: dict[int, bool] = {}
-    previous: dict[str, Any] | None = None
-    for revision in revisions:
-        ratio_flags[revision.number] = is_ratio_only(previous, dict(revision.spec))
-        previous = dict(revision.spec)
+    ratio_flags = ratio_only_flags(revisions)
     candidates: list[Candidate] = []
     pending_fold: list[int] = []  # newer ratio revisions folded into the next known-good one shown
     for revision in reversed(revisions):
@@ -247,11 +254,7 @@ def revision_rows(revisions: list[Any], *, keep: set[int | None]) -> list[Revisi
     """The revisions list, newest first, with runs of ratio changes folded behind their newest one;
     revisions in ``keep`` (desired, running) are never folded (pure)."""
     ordered = sorted(revisions, key=lambda r: r.number)
-    flags: dict[int, bool] = {}
-    previous: dict[str, Any] | None = None
-    for revision in ordered:
-        flags[revision.number] = is_ratio_only(previous, dict(revision.spec))
-        previous = dict(revision.spec)
+    flags = ratio_only_flags(ordered)
     rows: list[RevisionRow] = []
     for revision in reversed(ordered):
         ratio_only = flags[revision.number]
