@@ -105,6 +105,10 @@ def audit_headline(event: Any) -> str:
         return f"rollback to revision {detail['revision']} (nothing was running)"
     if event.action in ("topology.deploy", "topology.reapply") and detail.get("revision") is not None:
         return f"{event.action.split('.', 1)[1]} of revision {detail['revision']}"
+    if event.action == "topology.keep_running" and detail.get("kept") is not None:
+        return f"kept revision {detail['kept']} running; revision {detail.get('dropped')} no longer desired"
+    if event.action == "topology.preflight_override" and detail.get("revision") is not None:
+        return f"deploy of revision {detail['revision']} despite preflight: {detail.get('reason', '')}"
     return ACTION_LABELS.get(event.action, "")
 
 

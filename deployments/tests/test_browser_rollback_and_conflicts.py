@@ -110,7 +110,7 @@ def test_after_an_automatic_rollback_keeping_the_running_revision_clears_the_pro
         row = page.locator(f"tr[data-topology-id='{topology.pk}']")
         assert row.get_attribute("data-rollout") == "in_sync"
         page.goto(f"{base}/activity/")
-        expect(page.locator("table")).to_contain_text("keep_running")
+        expect(page.locator("table")).to_contain_text("kept revision 1 running; revision 2 no longer desired")
 
 
 def test_a_second_topology_with_the_same_model_name_waits_for_a_reason(
@@ -170,7 +170,9 @@ def test_a_second_topology_with_the_same_model_name_waits_for_a_reason(
         expect(page.locator("#deployments [data-sharing]")).to_have_attribute("data-sharing", "served-here")
         _shot(page, "model-name-served-here-390.png")
         page.goto(f"{base}/activity/")
-        expect(page.locator("table")).to_contain_text("preflight_override")
+        expect(page.locator("table")).to_contain_text(
+            "deploy of revision 1 despite preflight: demo is removed in the same window"
+        )
 
 
 def test_ratio_changes_are_folded_and_a_rollback_says_it_undoes_them(
