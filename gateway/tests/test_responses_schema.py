@@ -71,3 +71,21 @@ def test_the_document_lists_the_endpoint_in_openapi_3_0(client, admin_user):
     operation = document["paths"]["/v1/responses"]["post"]
     assert set(operation["responses"]) == {"200", *openapi.ERRORS}
     assert document["components"]["schemas"]["ResponsesRequest"] == openapi.openapi30(openapi.REQUEST)
+
+
+def test_hostile_bodies_get_a_400_in_the_gateways_error_shape(scripted_gateway):
+    """JSON nested 1,000 deep and a body that is not JSON: a 4xx that says what is wrong, never a 500 or
+    an HTML page."""
+    headers = {"Authorization": f"Bearer {scripted_gateway.secret}", "Content-Type": "application/json"}
+    bodies = [
+        "[" * 1000 + "]" * 1000,
+        '{"model": "' + MODEL + '", "input": ' + '{"a":' * 1000 + "1" + "}" * 1000 + "}",
+        "not json",
+    ]
+    for body in bodies:
+        answer = requests.post(
+            f"{scripted_gateway.base}/v1/responses", data=body.encode(), headers=headers, timeout=30
+        )
+        assert 400 <= answer.status_code < 500, (body[:40], answer.status_code, answer.text[:200])
+        error = answer.json()["error"]
+        assert error["message"] and error["type"], error
