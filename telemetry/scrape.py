@@ -182,9 +182,6 @@ class Scraper:
         with self._lock:
             self._probing = {}
 
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
-        return self._thread.loop()
-
     def _session_for(self, kind: str) -> aiohttp.ClientSession:
         session = self._sessions.get(kind)
         if session is None or session.closed:
@@ -217,11 +214,7 @@ class Scraper:
         """Each pod's own endpoints, directly or through the API server's pods proxy."""
         if not requests:
             return []
-        loop = self._ensure_loop()
-        future: Future[list[PodResult]] = asyncio.run_coroutine_threadsafe(
-            self._run(requests, timeout_s, transport), loop
-        )
-        return future.result(timeout=timeout_s * 1.25 + 5)
+        return self._thread.run(self._run(requests, timeout_s, transport), timeout=timeout_s * 1.25 + 5)
 
     async def _probe(
         self, probes: list[ProbeTarget], timeout_s: float, transport: Transport
@@ -247,8 +240,7 @@ class Scraper:
             running = self._probing.get(key)
             if running is not None and not running.done():
                 return None
-        loop = self._ensure_loop()
-        future = asyncio.run_coroutine_threadsafe(self._probe(probes, timeout_s, transport), loop)
+        future = self._thread.submit(self._probe(probes, timeout_s, transport))
         with self._lock:
             self._probing[key] = future
         return future
@@ -259,11 +251,9 @@ class Scraper:
         """The pods' latest samples from a Prometheus server (one PromQL query for all of them)."""
         if not targets:
             return []
-        loop = self._ensure_loop()
-        future: Future[list[PodResult]] = asyncio.run_coroutine_threadsafe(
-            self._query(source, namespace, targets, timeout_s), loop
+        return self._thread.run(
+            self._query(source, namespace, targets, timeout_s), timeout=timeout_s * 1.25 + 5
         )
-        return future.result(timeout=timeout_s * 1.25 + 5)
 
     def close(self) -> None:
         loop = self._thread.current()
