@@ -62,7 +62,7 @@ def not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
     """A request Django refuses before any view (too many fields, a body over the limit, a bad Host)
-    answers in the API's one error shape under /api/; pages get Django's 400 page."""
+    answers in the API's one error shape under /api/; pages get the styled 400 page (400.html)."""
     if request.path.startswith("/api/"):
         if isinstance(exception, RequestDataTooBig):
             limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
@@ -72,7 +72,9 @@ def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
         else:
             message = "the request could not be read; check its body, its Content-Type and its Host header"
         return JsonResponse(error_body("bad_request", message), status=400)
-    return defaults.bad_request(request, exception)
+    too_big = isinstance(exception, RequestDataTooBig)
+    limit_mb = f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE / 1048576:.1f}"
+    return render(request, "400.html", {"too_big": too_big, "limit_mb": limit_mb}, status=400)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
