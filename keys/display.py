@@ -87,7 +87,8 @@ def _span(delta: timedelta) -> str:
     hours, rest = divmod(rest, 3600)
     minutes = rest // 60
     if days >= 2:
-        return f"{days} days"
+        # Nearest whole day: a 7-day key read a few seconds after it was made expires "in 7 days".
+        return f"{round(delta.total_seconds() / 86400)} days"
     if days == 1:
         return f"1 day {hours} h"
     if hours:

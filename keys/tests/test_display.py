@@ -16,6 +16,10 @@ def test_expiry_counts_down_and_warns_in_the_last_three_days():
     assert expiry(NOW + timedelta(days=1, hours=3), NOW).text == "expires in 1 day 3 h"
     assert expiry(NOW + timedelta(hours=5, minutes=10), NOW).level == "warn"
     assert expiry(NOW + timedelta(seconds=20), NOW).text == "expires in 1 min"
+    # A new 7-day key, read seconds later, says 7 days (nearest day), not 6.
+    assert expiry(NOW + timedelta(days=7) - timedelta(seconds=5), NOW).text == "expires in 7 days"
+    assert expiry(NOW + timedelta(days=6, hours=13), NOW).text == "expires in 7 days"
+    assert expiry(NOW + timedelta(days=6, hours=11), NOW).text == "expires in 6 days"
     past = expiry(NOW - timedelta(days=3), NOW)
     assert past.text == "expired 3 days ago" and past.level == "bad"
 
