@@ -213,5 +213,5 @@ def unreadable(cluster_id: int, message: str) -> dict[str, Any]:
         "ok": False,
         "errors": {"cluster": [message]},
         "spec": {},
-        "report": {"mapped": [], "verbatim": [], "unsupported": []},
+        "report": {"mapped": [], "verbatim": [], "unsupported": [], "changed": [], "questions": []},
     }

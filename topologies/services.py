@@ -44,8 +44,10 @@ def _denormalise(topology: Topology, parsed: TopologySpec) -> None:
     topology.backend = parsed.backend
     topology.kv_connector = parsed.connector.type
     topology.spec = parsed.to_dict()
-    topology.slo_ttft_ms = parsed.slo.ttft_ms
-    topology.slo_tbt_ms = parsed.slo.tbt_ms
+    # 0: not set (an imported topology until the operator answers); telemetry and the planner read
+    # it as no target (docs/import.md)
+    topology.slo_ttft_ms = parsed.slo.ttft_ms or 0
+    topology.slo_tbt_ms = parsed.slo.tbt_ms or 0
 
 
 def _revision_add(*, topology: Topology, parsed: TopologySpec, actor: Any, message: str) -> Revision:
@@ -349,6 +351,8 @@ def topology_import(
             "mapped": len(report["mapped"]),
             "verbatim": len(report["verbatim"]),
             "unsupported": [n["source"] for n in report["unsupported"]][:50],
+            "changed": len(report["changed"]),
+            "questions": [n["target"] for n in report["questions"]],
         },
     )
     return topology, result

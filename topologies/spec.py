@@ -102,6 +102,10 @@ class RoleSpec:
     env: dict[str, str] = field(default_factory=dict)
     cpu: str = ""
     memory: str = ""
+    # What the spec does not model (init containers, sidecars, volumes, probes, security context,
+    # tolerations, affinity, annotations, ...), applied over the rendered pod template by every backend
+    # (topologies/spec_overlay.py says what it may hold, render/overlay.py how it is applied).
+    pod_overlay: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -118,8 +122,9 @@ class RoutingSpec:
 
 @dataclass(frozen=True)
 class SloSpec:
-    ttft_ms: int = 1000
-    tbt_ms: int = 50
+    # None: not set (an import cannot infer a target; the operator is asked, nothing is invented)
+    ttft_ms: int | None = 1000
+    tbt_ms: int | None = 50
 
 
 @dataclass(frozen=True)
@@ -130,8 +135,8 @@ class Bounds:
 
 @dataclass(frozen=True)
 class RebalancingSpec:
-    prefill: Bounds
-    decode: Bounds
+    prefill: Bounds | None  # None: not set (the planner moves nothing until the operator sets them)
+    decode: Bounds | None
     accelerator_budget: int
 
 
@@ -154,6 +159,12 @@ class TopologySpec:
 
     def role(self, name: str) -> RoleSpec:
         return self.prefill if name == "prefill" else self.decode
+
+    def unanswered(self) -> list[str]:
+        """Field paths left unset that the operator must answer (an import never invents them)."""
+        out = [f"slo.{k}" for k in ("ttft_ms", "tbt_ms") if getattr(self.slo, k) is None]
+        out += [f"rebalancing.{r}" for r in ROLES if getattr(self.rebalancing, r) is None]
+        return out
 
     def accelerators_requested(self) -> int:
         return sum(r.replicas * r.accelerator_count for r in (self.prefill, self.decode))

@@ -31,6 +31,7 @@ from topologies.spec import (
     SpecError,
     TopologySpec,
 )
+from topologies.spec_overlay import check as overlay_check
 from topologies.spec_values import (
     MODEL_NAME_MAX,
     MODEL_SOURCE_MAX,
@@ -280,8 +281,8 @@ class SpecParser:
             self.check("routing.router_image", image_problem(routing.router_image))
         slo_raw = self.section(d, "slo", "slo")
         slo = SloSpec(
-            ttft_ms=self.integer(slo_raw, "ttft_ms", "slo.ttft_ms", 1000, lo=1, hi=600000),
-            tbt_ms=self.integer(slo_raw, "tbt_ms", "slo.tbt_ms", 50, lo=1, hi=60000),
+            ttft_ms=self.unset_or_integer(slo_raw, "ttft_ms", "slo.ttft_ms", 1000, lo=1, hi=600000),
+            tbt_ms=self.unset_or_integer(slo_raw, "tbt_ms", "slo.tbt_ms", 50, lo=1, hi=60000),
         )
         rebalancing = self.parse_rebalancing(self.section(d, "rebalancing", "rebalancing"), prefill, decode)
         self.cross_checks(engine, backend, connector, prefill, decode)
@@ -303,6 +304,22 @@ class SpecParser:
             slo=slo,
             rebalancing=rebalancing,
         )
+
+    def unset_or_integer(
+        self, src: dict[str, Any], key: str, path: str, default: int, *, lo: int, hi: int
+    ) -> int | None:
+        """An integer, or None when the key is given as null: not set yet (an import never invents it)."""
+        if key in src and src[key] is None:
+            return None
+        return self.integer(src, key, path, default, lo=lo, hi=hi)
+
+    def overlay(self, src: dict[str, Any], key: str, path: str) -> dict[str, Any]:
+        """The role's pod-template overlay (spec_overlay), normalised to plain JSON."""
+        value, errors = overlay_check(src.get(key), path)
+        for where, messages in errors.items():
+            for message in messages:
+                self.err(where, message)
+        return value
 
     def parse_connector(self, c: dict[str, Any], engine: str) -> ConnectorSpec:
         kind = self.choice(c, "type", "connector.type", CONNECTORS)
@@ -406,13 +423,19 @@ class SpecParser:
             env=self.str_map(r, "env", f"{path}.env", env=True),
             cpu=self.quantity(r, "cpu", f"{path}.cpu", what="CPU", example='"8" or "500m"'),
             memory=self.quantity(r, "memory", f"{path}.memory", what="memory", example='"64Gi"'),
+            pod_overlay=self.overlay(r, "pod_overlay", f"{path}.pod_overlay"),
         )
 
     def parse_rebalancing(self, raw: dict[str, Any], prefill: RoleSpec, decode: RoleSpec) -> RebalancingSpec:
-        bounds: dict[str, Bounds] = {}
+        bounds: dict[str, Bounds | None] = {}
         for role_name, role in (("prefill", prefill), ("decode", decode)):
-            src = self.section(raw, role_name, f"rebalancing.{role_name}")
             path = f"rebalancing.{role_name}"
+            given = raw.get(role_name)
+            unset = isinstance(given, dict) and given.get("min") is None and given.get("max") is None
+            if role_name in raw and (given is None or (unset and "min" in given)):
+                bounds[role_name] = None  # not set: asked for, never invented
+                continue
+            src = self.section(raw, role_name, path)
             lo = self.integer(src, "min", f"{path}.min", min(role.replicas, 1), lo=0, hi=256)
             hi = self.integer(src, "max", f"{path}.max", max(role.replicas, lo), lo=0, hi=256)
             if hi < lo:

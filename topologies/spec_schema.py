@@ -101,6 +101,38 @@ class _SchemaRecorder(SpecParser):
         self.record(path, schema, required=default is None)
         return lo if default is None else default
 
+    def unset_or_integer(
+        self, src: dict[str, Any], key: str, path: str, default: int, *, lo: int, hi: int
+    ) -> int:
+        self.record(
+            path,
+            {
+                "type": "integer",
+                "minimum": lo,
+                "maximum": hi,
+                "nullable": True,
+                "description": "null: not set yet (an import leaves what it cannot infer unset)",
+            },
+        )
+        return default
+
+    def overlay(self, src: dict[str, Any], key: str, path: str) -> dict[str, Any]:
+        self.record(
+            path,
+            {
+                "type": "object",
+                "nullable": True,
+                "additionalProperties": True,
+                "description": (
+                    "What the spec does not model, applied over the rendered pod template: metadata "
+                    "(labels, annotations), spec (pod fields: initContainers, sidecar containers, volumes, "
+                    "tolerations, affinity, securityContext, ...) and engine (the engine container's "
+                    "volumeMounts, probes, securityContext, env entries, ...)."
+                ),
+            },
+        )
+        return {}
+
     def quantity(self, src: dict[str, Any], key: str, path: str, *, what: str, example: str) -> str:
         self.record(
             path,
@@ -212,6 +244,8 @@ def stored_spec_json_schema() -> dict[str, Any]:
     desc = schema["properties"]["connector"]["properties"]["cache_desc"]
     close(schema)
     desc["nullable"] = True  # null when the connector needs none
+    for role_name in ("prefill", "decode"):  # null: not set yet (an import does not invent bounds)
+        schema["properties"]["rebalancing"]["properties"][role_name]["nullable"] = True
     roles = schema["properties"]["roles"]["properties"]
     for role in roles.values():
         for name in ("cpu", "memory"):
@@ -224,7 +258,11 @@ def spec_fields(spec: TopologySpec) -> set[str]:
     out: set[str] = set()
 
     def walk(value: Any, prefix: str) -> None:
-        if isinstance(value, dict) and value and prefix.rsplit(".", 1)[-1] not in ("env", "node_selector"):
+        if (
+            isinstance(value, dict)
+            and value
+            and prefix.rsplit(".", 1)[-1] not in ("env", "node_selector", "pod_overlay")
+        ):
             for key, child in value.items():
                 walk(child, f"{prefix}.{key}" if prefix else key)
         else:

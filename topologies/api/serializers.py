@@ -58,6 +58,8 @@ class TopologySerializer(serializers.ModelSerializer[Topology]):
         source="created_by.username", read_only=True, default=None, allow_null=True
     )
     spec = StoredSpecField(read_only=True)
+    slo_ttft_ms = serializers.SerializerMethodField(help_text="p95 TTFT target in ms; null: not set yet")
+    slo_tbt_ms = serializers.SerializerMethodField(help_text="p95 TBT target in ms; null: not set yet")
 
     class Meta:
         model = Topology
@@ -84,6 +86,14 @@ class TopologySerializer(serializers.ModelSerializer[Topology]):
             "created_by",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_slo_ttft_ms(self, topology: Topology) -> int | None:
+        return topology.slo_ttft_ms or None  # 0 is stored for "not set" (an import asks for it)
+
+    @extend_schema_field(serializers.IntegerField(allow_null=True))
+    def get_slo_tbt_ms(self, topology: Topology) -> int | None:
+        return topology.slo_tbt_ms or None
 
 
 class TopologyCreateSerializer(serializers.Serializer[Any]):
@@ -250,16 +260,33 @@ class ImportRequestSerializer(serializers.Serializer[Any]):
 
 
 class ImportNoteSerializer(serializers.Serializer[Any]):
-    kind = serializers.ChoiceField(choices=["mapped", "verbatim", "unsupported"])
-    source = serializers.CharField(help_text="Where in the YAML")  # type: ignore[assignment]
-    target = serializers.CharField(help_text="The spec field it went to (empty: rendered by Tandem)")
+    kind = serializers.ChoiceField(choices=["mapped", "verbatim", "unsupported", "changed", "questions"])
+    source = serializers.CharField(  # type: ignore[assignment]
+        help_text="Where in the YAML (a changed note: the path of the field; a question: empty)"
+    )
+    target = serializers.CharField(
+        help_text="The spec field it went to (empty: rendered by Tandem); a question: the field to answer"
+    )
     message = serializers.CharField()
+
+
+class ImportVerdictSerializer(serializers.Serializer[Any]):
+    lossless = serializers.BooleanField(help_text="true: the render reproduces the YAML, nothing dropped")
+    changed = serializers.IntegerField(help_text="Fields of the YAML the render writes differently")
+    dropped = serializers.IntegerField(help_text="Parts of the YAML that cannot be represented")
+    questions = serializers.IntegerField(help_text="Spec fields left unset that the operator must answer")
 
 
 class ImportReportSerializer(serializers.Serializer[Any]):
     mapped = ImportNoteSerializer(many=True)
     verbatim = ImportNoteSerializer(many=True)
     unsupported = ImportNoteSerializer(many=True)
+    changed = ImportNoteSerializer(
+        many=True, help_text="Each field the render of the imported spec writes differently (path: was → is)"
+    )
+    questions = ImportNoteSerializer(
+        many=True, help_text="Values the YAML cannot say (SLO targets, rebalancing bounds): left unset"
+    )
 
 
 class ImportPreviewSerializer(serializers.Serializer[Any]):
@@ -269,6 +296,7 @@ class ImportPreviewSerializer(serializers.Serializer[Any]):
     )
     spec = serializers.JSONField(help_text="The spec the YAML gives (with defaults when ok)")
     report = ImportReportSerializer()
+    verdict = ImportVerdictSerializer()
     errors = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(child=serializers.CharField())
     )

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from topologies.importing import kthena, plain
+from topologies.importing import fidelity, kthena, plain
 from topologies.importing.report import Report
 from topologies.spec import SpecError, TopologySpec
 
@@ -37,6 +37,7 @@ class ImportResult:
             "source": self.source,
             "spec": self.spec,
             "report": self.report.as_dict(),
+            "verdict": self.report.verdict(),
             "errors": self.errors,
         }
 
@@ -105,6 +106,9 @@ def import_manifests(text: str, *, overrides: dict[str, Any] | None = None) -> I
         )
     if errors:
         return ImportResult(spec=draft, report=report, errors=errors, source=source)
+    # What the YAML cannot say is left unset and asked for (questions), never invented.
+    draft.setdefault("slo", {"ttft_ms": None, "tbt_ms": None})
+    draft.setdefault("rebalancing", {"prefill": None, "decode": None})
     for key, value in (overrides or {}).items():
         if isinstance(value, dict) and isinstance(draft.get(key), dict):
             draft[key] = {**draft[key], **value}
@@ -118,4 +122,28 @@ def import_manifests(text: str, *, overrides: dict[str, Any] | None = None) -> I
         ]
     if not errors:
         kthena.compare_kv_transfer(spec, report)
+        account(docs, TopologySpec.from_dict(spec), report)
     return ImportResult(spec=spec, report=report, errors=errors, source=source)
+
+
+QUESTIONS = {
+    "slo.ttft_ms": "the YAML holds no time-to-first-token target; set the p95 TTFT target in ms "
+    "(the planner and SLO alerts wait for it)",
+    "slo.tbt_ms": "the YAML holds no time-between-tokens target; set the p95 TBT target in ms "
+    "(the planner and SLO alerts wait for it)",
+    "rebalancing.prefill": "the YAML holds no bounds for prefill replicas; set rebalancing.prefill min and "
+    "max (the planner moves nothing until both roles have them)",
+    "rebalancing.decode": "the YAML holds no bounds for decode replicas; set rebalancing.decode min and "
+    "max (the planner moves nothing until both roles have them)",
+}
+
+
+def account(docs: list[dict[str, Any]], spec: TopologySpec, report: Report) -> None:
+    """Render the imported spec and note every source field it writes differently, and each question."""
+    from topologies.render import render
+
+    for diff in fidelity.differences(docs, render(spec, topology_id=0, revision=0)):
+        if not diff.added:
+            report.changed(diff.path, diff.describe())
+    for path in spec.unanswered():
+        report.question(path, QUESTIONS[path])

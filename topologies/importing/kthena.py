@@ -95,7 +95,9 @@ def draft(docs: list[dict[str, Any]], report: Report) -> tuple[dict[str, Any], d
                 f"{src}.workerTemplate", "multi-node workers; Tandem runs one pod per instance"
             )
         template = role.get("entryTemplate") or {}
-        roles[role_name] = read_role(template.get("spec") or {}, role_name, src, report)
+        roles[role_name] = read_role(
+            template.get("spec") or {}, role_name, src, report, template.get("metadata")
+        )
         line = roles[role_name].line
         if line is not None and line.kv_transfer:
             report.kv_transfer[role_name] = line.kv_transfer

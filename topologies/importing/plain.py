@@ -72,7 +72,7 @@ def draft(docs: list[dict[str, Any]], report: Report) -> tuple[dict[str, Any], d
         namespace = str(meta.get("namespace") or namespace)
         spec = doc.get("spec") or {}
         pod = (spec.get("template") or {}).get("spec") or {}
-        roles[role] = read_role(pod, role, where, report)
+        roles[role] = read_role(pod, role, where, report, (spec.get("template") or {}).get("metadata"))
         line = roles[role].line
         if line is not None and line.kv_transfer:
             report.kv_transfer[role] = line.kv_transfer

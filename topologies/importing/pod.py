@@ -8,6 +8,7 @@ from typing import Any
 from topologies.importing import argv
 from topologies.importing.report import Report
 from topologies.spec import CREDENTIAL_ENV
+from topologies.spec_overlay import ENGINE_FIELDS, OWNED_LABEL_PREFIXES, POD_FIELDS
 
 ENGINE_CONTAINER_NAMES = ("vllm", "sglang", "mindie", "engine", "server")
 # Env Tandem renders itself (engine.container_env): an imported value for these is replaced.
@@ -109,8 +110,17 @@ ENV_FIELDS = {
 }
 
 
+# Rendered env Tandem must own (identity, role, ports it renders from connector fields).
+OWNED_ENV = {"POD_IP", "TANDEM_ENGINE_ID", "TANDEM_ROLE", "TANDEM_ENGINE", "TANDEM_KV_CONNECTOR", *ENV_FIELDS}
+
+
 def _env(
-    container: dict[str, Any], src: str, out: dict[str, Any], values: dict[str, str], report: Report
+    container: dict[str, Any],
+    src: str,
+    out: dict[str, Any],
+    values: dict[str, str],
+    report: Report,
+    carried: list[dict[str, Any]],
 ) -> None:
     env: dict[str, str] = {}
     for item in container.get("env") or []:
@@ -122,8 +132,11 @@ def _env(
             if name in ENV_FIELDS and "value" in item:
                 values[ENV_FIELDS[name]] = str(item["value"])
                 report.mapped(where, f"connector.{ENV_FIELDS[name]}", f"{name}={item['value']}")
-            else:
+            elif name in OWNED_ENV:
                 report.mapped(where, "", f"{name} is rendered by Tandem for this engine and connector")
+            else:  # the source's own value (an interface name, ...) is kept over Tandem's default
+                carried.append(item)
+                report.verbatim(where, "pod_overlay.engine.env", f"{name} kept as given")
             continue
         ref = (item.get("valueFrom") or {}).get("secretKeyRef")
         if ref:
@@ -131,8 +144,9 @@ def _env(
             report.mapped(where, f"env.{name}", f"reference to Secret {ref.get('name')} key {ref.get('key')}")
             continue
         if "valueFrom" in item:
-            report.unsupported(
-                where, f"{name} is read from {item['valueFrom']}; a spec env value is a string"
+            carried.append(item)
+            report.verbatim(
+                where, "pod_overlay.engine.env", f"{name} (read from {next(iter(item['valueFrom']))})"
             )
             continue
         value = str(item.get("value", ""))
@@ -148,24 +162,25 @@ def _env(
     out["env"] = env
 
 
-def _volumes(pod: dict[str, Any], container: dict[str, Any], src: str, engine: str, report: Report) -> None:
+def _volumes(pod: dict[str, Any], container: dict[str, Any], src: str, report: Report) -> None:
     mounts = {m.get("name"): m for m in container.get("volumeMounts") or [] if isinstance(m, dict)}
     for volume in pod.get("volumes") or []:
         if not isinstance(volume, dict):
             continue
         name = volume.get("name")
-        mount = mounts.get(name, {})
-        where = f"{src}.volumes[{name}]"
-        if mount.get("mountPath") == SHM_PATH and "emptyDir" in volume:
-            report.mapped(where, "", "shared memory at /dev/shm (Tandem renders an 8Gi in-memory emptyDir)")
-        elif mount.get("mountPath") == "/etc/hccn.conf" and engine in ("vllm-ascend", "mindie"):
-            report.mapped(where, "", "the node's /etc/hccn.conf (Tandem mounts it for Ascend engines)")
-        else:
-            what = mount.get("mountPath") or "not mounted by the engine container"
-            report.unsupported(where, f"volume {name} ({what}) is not part of a topology spec")
+        what = mounts.get(name, {}).get("mountPath") or "not mounted by the engine container"
+        report.verbatim(
+            f"{src}.volumes[{name}]", "pod_overlay.spec.volumes", f"volume {name} ({what}), as given"
+        )
 
 
-def read_role(pod: dict[str, Any], role: str, src: str, report: Report) -> RoleDraft:
+# Container fields the spec models; every other field of the engine container is carried in the overlay.
+ENGINE_MODELLED = {"name", "image", "command", "args", "env", "resources", "ports"}
+
+
+def read_role(
+    pod: dict[str, Any], role: str, src: str, report: Report, template_meta: dict[str, Any] | None = None
+) -> RoleDraft:
     draft = RoleDraft()
     containers = [c for c in pod.get("containers") or [] if isinstance(c, dict)]
     container = engine_container(containers, role)
@@ -173,24 +188,39 @@ def read_role(pod: dict[str, Any], role: str, src: str, report: Report) -> RoleD
         report.unsupported(f"{src}.containers", f"no engine container found for role {role}")
         return draft
     csrc = f"{src}.containers[{container.get('name')}]"
-    for other in containers:
-        if other is not container:
-            report.unsupported(
-                f"{src}.containers[{other.get('name')}]",
-                f"sidecar {other.get('name')} ({other.get('image')}); Tandem renders one engine container",
-            )
+    sidecars = [other for other in containers if other is not container]
+    for other in sidecars:
+        report.verbatim(
+            f"{src}.containers[{other.get('name')}]",
+            "pod_overlay.spec.containers",
+            f"sidecar {other.get('name')} ({other.get('image')}), as given",
+        )
     for init in pod.get("initContainers") or []:
         if isinstance(init, dict):
-            report.unsupported(
+            report.verbatim(
                 f"{src}.initContainers[{init.get('name')}]",
-                f"init container {init.get('name')} ({init.get('image')}); Tandem renders none",
+                "pod_overlay.spec.initContainers",
+                f"init container {init.get('name')} ({init.get('image')}), as given",
             )
+    carried_pod = {k: v for k, v in pod.items() if k in POD_FIELDS and k != "containers"}
+    if sidecars:
+        carried_pod["containers"] = sidecars
     for key in sorted(set(pod) - KNOWN_POD_KEYS - {"initContainers"}):
-        report.unsupported(f"{src}.{key}", f"pod field {key} is not part of a topology spec")
-    for key in sorted(set(container) - {"name", "image", "imagePullPolicy", "command", "args", "env"}):
-        if key in ("resources", "ports", "volumeMounts", "readinessProbe"):
-            continue
-        report.unsupported(f"{csrc}.{key}", f"container field {key} is not part of a topology spec")
+        if key in POD_FIELDS:
+            report.verbatim(f"{src}.{key}", f"pod_overlay.spec.{key}", f"pod field {key}, as given")
+        else:
+            report.unsupported(f"{src}.{key}", f"pod field {key} is not carried by a topology")
+    engine_fields = {k: v for k, v in container.items() if k in ENGINE_FIELDS and k not in ENGINE_MODELLED}
+    for key in sorted(set(container) - ENGINE_FIELDS - ENGINE_MODELLED):
+        report.unsupported(f"{csrc}.{key}", f"container field {key} is not carried by a topology")
+    if container.get("name") != role:
+        engine_fields["name"] = container.get("name")
+    if "imagePullPolicy" not in container:  # Kubernetes' default for this image, written out
+        image = str(container.get("image", ""))
+        latest = image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]
+        engine_fields["imagePullPolicy"] = "Always" if latest and "@" not in image else "IfNotPresent"
+    for key in sorted(set(engine_fields) - {"name"}):
+        report.verbatim(f"{csrc}.{key}", f"pod_overlay.engine.{key}", f"container field {key}, as given")
     draft.image = str(container.get("image", ""))
     report.mapped(f"{csrc}.image", "image", draft.image)
     try:
@@ -217,8 +247,31 @@ def read_role(pod: dict[str, Any], role: str, src: str, report: Report) -> RoleD
         report.mapped(f"{csrc}.args", "", f"{switch} is rendered by Tandem for {line.engine}")
     draft.connector = argv.connector_of(line)
     _resources(container, csrc, out, report)
-    _env(container, csrc, out, draft.values, report)
-    _volumes(pod, container, src, draft.engine, report)
+    carried_env: list[dict[str, Any]] = []
+    _env(container, csrc, out, draft.values, report, carried_env)
+    if carried_env:
+        engine_fields["env"] = carried_env
+    _volumes(pod, container, src, report)
+    if line.kv_transfer and "data_parallel_size" not in line.values:
+        layout = (line.kv_transfer.get("kv_connector_extra_config") or {}).get(role) or {}
+        if isinstance(layout, dict) and str(layout.get("dp_size", "")).isdigit():
+            out["data_parallel_size"] = int(layout["dp_size"])
+            report.mapped(
+                f"{csrc}.args",
+                "data_parallel_size",
+                f"data_parallel_size {layout['dp_size']} (kv_connector_extra_config.{role}.dp_size)",
+            )
+    meta = template_meta or {}
+    overlay_meta = {
+        key: {k: v for k, v in (meta.get(key) or {}).items() if not str(k).startswith(OWNED_LABEL_PREFIXES)}
+        for key in ("labels", "annotations")
+    }
+    overlay = {
+        "metadata": {k: v for k, v in overlay_meta.items() if v},
+        "spec": carried_pod,
+        "engine": engine_fields,
+    }
+    out["pod_overlay"] = {k: v for k, v in overlay.items() if v}
     if pod.get("nodeSelector"):
         out["node_selector"] = {str(k): str(v) for k, v in pod["nodeSelector"].items()}
         report.verbatim(f"{src}.nodeSelector", "node_selector", str(out["node_selector"]))

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from kube import labels
-from topologies.render import engine
+from topologies.render import engine, overlay
 from topologies.spec import TopologySpec
 
 HASH_LENGTH = 10
@@ -34,11 +34,14 @@ def role_config_files(spec: TopologySpec, role: str) -> dict[str, str]:
 
 
 def pod_template(spec: TopologySpec, role: str, pod: dict[str, Any], *, topology_id: int) -> dict[str, Any]:
-    """``{"metadata": {"labels": ...}, "spec": pod}`` with the role's template hash among the labels."""
+    """``{"metadata": {"labels": ...}, "spec": pod}`` with the role's overlay applied and its template
+    hash among the labels (an overlay change rolls the role's pods)."""
     template: dict[str, Any] = {
         "metadata": {"labels": labels.pod_template_labels(topology_id, role)},
         "spec": pod,
     }
+    if role in ("prefill", "decode"):  # the overlay of what the spec does not model (spec_overlay)
+        template = overlay.apply(template, spec.role(role).pod_overlay)
     digest = template_hash(template, role_config_files(spec, role))
     template["metadata"]["labels"][labels.TEMPLATE_HASH] = digest
     return template

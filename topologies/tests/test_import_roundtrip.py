@@ -9,6 +9,7 @@ routing fields. A field the render changes must be named in the import's report 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 from typing import Any
@@ -212,3 +213,134 @@ def test_the_examples_with_pd_roles_are_all_covered() -> None:
         "model-serving__sglang-pd-disaggregation",
         "models__deepseek-v4-flash__modelserving",
     } <= covered
+
+
+# Field-for-field round trip: import → spec → render, compared over the whole objects by the test's own
+# walk (not the importer's). Lists are matched the way Kubernetes merges them (by name, volume mounts by
+# mount path). Every field the render writes differently must be one the import's report lists as
+# changed, and none of what the spec does not model (carried in the pod-template overlay) may differ.
+OVERLAY_CARRIED = (
+    "initContainers",
+    "volumes",
+    "volumeMounts",
+    "readinessProbe",
+    "livenessProbe",
+    "startupProbe",
+    "securityContext",
+    "tolerations",
+    "affinity",
+    "imagePullPolicy",
+    "annotations",
+)
+# What a render may add to a source that lacks it: Tandem's identity labels, its own env and named ports,
+# the engine command it renders, Kthena defaults it writes out, and the router's P/D selector labels.
+ADDITIONS = re.compile(
+    r"\.labels\.(tandem\.io/|app\.kubernetes\.io/managed-by)|\.env\[(POD_IP|TANDEM_[A-Z_]+|HCCL_IF_IP|"
+    r"[A-Z_]+SOCKET_IFNAME|VLLM_NIXL_SIDE_CHANNEL_HOST)\]$|\.ports(\[[a-z]+\])?$|\.command$|"
+    r"\.(schedulerName|rolloutStrategy|recoveryPolicy|workerReplicas|restartGracePeriodSeconds)$|"
+    r"\.pdGroup\.(prefill|decode)Labels\.tandem\.io/serving-role$|\.trafficPolicy\.retry$|"
+    r"\.workloadPort\.protocol$|\.volumes\[shm\]$|\.volumeMounts\[shm\]$|\.metadata\.labels$|"
+    r"\.entryTemplate\.metadata$|\.resources\.requests$"
+)
+
+
+def _walk(a: Any, b: Any, path: str, out: list[tuple[str, Any, Any]]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in [*a, *(k for k in b if k not in a)]:
+            _walk(a.get(k, _ABSENT), b.get(k, _ABSENT), f"{path}.{k}", out)
+        return
+    if isinstance(a, list) and isinstance(b, list) and all(isinstance(i, dict) for i in a + b):
+        key = next((k for k in ("name", "mountPath") if all(k in i for i in a + b)), None)
+        if key:
+            left, right = {i[key]: i for i in a}, {i[key]: i for i in b}
+            for k in [*left, *(k for k in right if k not in left)]:
+                _walk(left.get(k, _ABSENT), right.get(k, _ABSENT), f"{path}[{k}]", out)
+            return
+    empty: tuple[Any, ...] = (_ABSENT, [], {}, {"spec": {"containers": []}})  # a workerTemplate of nothing
+    if a in empty and b in empty:
+        return
+    structured = isinstance(a, (dict, list)) or isinstance(b, (dict, list))
+    if (a != b) if structured else (a is _ABSENT or b is _ABSENT or str(a) != str(b)):
+        out.append((path, a, b))
+
+
+_ABSENT: Any = object()
+
+
+def _api_defaults(value: Any) -> Any:
+    """An object as the API server stores it: a container's imagePullPolicy and a port's protocol
+    defaulted (Always for :latest or untagged images, else IfNotPresent; TCP)."""
+    if isinstance(value, list):
+        return [_api_defaults(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {k: _api_defaults(v) for k, v in value.items()}
+    if "image" in out and "name" in out and "imagePullPolicy" not in out:
+        image = str(out["image"])
+        latest = image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]
+        out["imagePullPolicy"] = "Always" if latest else "IfNotPresent"
+    if "containerPort" in out:
+        out.setdefault("protocol", "TCP")
+    return out
+
+
+def _name(doc: dict[str, Any]) -> str:
+    return f"{doc['kind']}/{doc['metadata'].get('namespace', 'default')}/{doc['metadata']['name']}"
+
+
+@pytest.mark.parametrize(("name", "text"), _cases(), ids=[c[0] for c in _cases()])
+def test_example_round_trips_field_for_field_except_what_the_report_names(name: str, text: str) -> None:
+    _examples_dir()
+    source = [_api_defaults(d) for d in yaml.safe_load_all(text) if d]
+    result = import_manifests(text)
+    assert result.ok, result.errors
+    objects = _api_defaults(render(TopologySpec.from_dict(result.spec), topology_id=7, revision=1))
+    differences: list[tuple[str, Any, Any]] = []
+    for doc in (d for d in source if d["kind"] in ("ModelServing", "ModelServer", "ModelRoute")):
+        rendered = next(o for o in objects if o["kind"] == doc["kind"])
+        for part in ("metadata", "spec"):
+            _walk(doc.get(part, _ABSENT), rendered.get(part, _ABSENT), f"{_name(doc)}.{part}", differences)
+    changed = {n.source for n in result.report.of("changed")}
+    silent = [
+        f"{path}: {want!r:.80} → {got!r:.80}"
+        for path, want, got in differences
+        if path not in changed and not (want is _ABSENT and ADDITIONS.search(path))
+    ]
+    assert not silent, (
+        f"{name}: the render differs from the source without the report saying so:\n" + "\n".join(silent)
+    )
+    carried = [path for path, _, _ in differences if any(f".{k}" in path for k in OVERLAY_CARRIED)]
+    carried = [p for p in carried if not ADDITIONS.search(p)]
+    assert not carried, f"{name}: fields the overlay carries differ after the round trip: {carried}"
+    verdict = result.report.verdict()
+    assert verdict["changed"] == len(changed)
+    assert verdict["lossless"] == (not changed and not result.report.of("unsupported"))
+
+
+def test_the_ascend_example_keeps_its_meaning() -> None:
+    """Kthena's Ascend example: data-parallel size 2 (its kv_connector_extra_config), no invented SLO
+    targets or rebalancing bounds, and the weights volume, downloader, runtime sidecar and probes kept."""
+    text = next(t for n, t in _cases() if n == "model-serving__prefill-decode-disaggregation")
+    result = import_manifests(text)
+    spec = TopologySpec.from_dict(result.spec)
+    assert (spec.prefill.data_parallel_size, spec.decode.data_parallel_size) == (2, 2)
+    assert (spec.slo.ttft_ms, spec.slo.tbt_ms, spec.rebalancing.prefill, spec.rebalancing.decode) == (
+        None,
+        None,
+        None,
+        None,
+    )
+    assert {n.target for n in result.report.of("questions")} == {
+        "slo.ttft_ms",
+        "slo.tbt_ms",
+        "rebalancing.prefill",
+        "rebalancing.decode",
+    }
+    pod = render(spec, topology_id=7, revision=1)[0]["spec"]["template"]["roles"][0]["entryTemplate"]["spec"]
+    assert [c["name"] for c in pod["initContainers"]] == ["downloader"]
+    assert sorted(c["name"] for c in pod["containers"]) == ["runtime", "vllm"]
+    assert {v["name"] for v in pod["volumes"]} == {"models", "hccn-config", "shared-memory-volume"}
+    engine = next(c for c in pod["containers"] if c["name"] == "vllm")
+    assert engine["livenessProbe"]["initialDelaySeconds"] == 900
+    assert "--data-parallel-size" in engine["args"]
+    assert result.report.verdict()["lossless"] is False
