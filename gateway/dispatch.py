@@ -12,6 +12,7 @@ import asyncio
 import json
 import logging
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -101,6 +102,138 @@ def _fallback_call(path: str, request: dict[str, Any], entry: RouteEntry, raw: b
     return Upstream(f"{entry.fallback.base_url}{path.removeprefix('/v1')}", body, headers, "fallback")
 
 
+class Problem(str):
+    """Why an answer cannot be passed on; `invalid`: it is not an engine's answer (a non-JSON body, an
+    HTML page), as opposed to no answer in time."""
+
+    invalid = False
+
+
+def _invalid(text: str) -> Problem:
+    problem = Problem(text)
+    problem.invalid = True
+    return problem
+
+
+async def answer_problem(response: aiohttp.ClientResponse, *, whole: bool) -> Problem:
+    """Why this answer cannot be passed on, or "" when it can; waits for its first byte.
+
+    `whole` (a request not streamed): the whole body is read here and must be JSON (an HTML page from
+    a proxy in front of the engine is not an answer, whatever its status). A stream: its first byte
+    must come within the read timeout, and a 200 must not be an HTML page. What is read is put back,
+    so the caller reads the answer from its start. Nothing has reached the client yet: a problem here
+    can still go to the fallback."""
+    status, kind = response.status, response.content_type
+    try:
+        if whole:
+            body = await _read_whole(response)
+            try:
+                json.loads(body)
+            except (ValueError, RecursionError):
+                return _invalid(f"answered {status} with a body that is not JSON ({kind}, {len(body)} bytes)")
+            return Problem("")
+        first = await response.content.readany()
+        _unread(response, first)
+    except TimeoutError:
+        return Problem(f"answered {status} but sent no byte of its body in time")
+    except aiohttp.ClientError as error:
+        return Problem(f"answered {status} but its body failed ({type(error).__name__})")
+    if not first:
+        return Problem(f"answered {status} and closed the stream before its first byte")
+    if status == 200 and kind == "text/html":
+        return _invalid(f"answered {status} with an HTML page, not an event stream")
+    return Problem("")
+
+
+async def _read_whole(response: aiohttp.ClientResponse) -> bytes:
+    """The whole body (up to MAX_ANSWER_BYTES), put back for the caller's own read: a body that came
+    in several TCP segments is then read whole by `content.read(n)`, which returns what is buffered."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_ANSWER_BYTES:
+        chunk = await response.content.readany()
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    body = b"".join(chunks)
+    _unread(response, body)
+    return body
+
+
+def _unread(response: aiohttp.ClientResponse, data: bytes) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the one way to peek at an aiohttp body
+        response.content.unread_data(data)
+
+
+def _cluster_failed(entry: RouteEntry, reason: str) -> GatewayError:
+    return GatewayError(
+        503,
+        "cluster_unavailable",
+        f"Topology {entry.topology_name} cannot serve {entry.model}: {reason}, and it has no fallback. "
+        "Configure a fallback upstream on the topology's gateway settings, or fix the cluster.",
+        headers={"retry-after": "5"},
+        reason=reason,
+    )
+
+
+async def _try_cluster(
+    path: str,
+    request: dict[str, Any],
+    entry: RouteEntry,
+    outcome: Outcome,
+    raw: bytes | None,
+    breaker: Breaker,
+    note: Callable[[RouteEntry, str | None, str], None],
+) -> tuple[aiohttp.ClientResponse | None, Problem]:
+    """(the cluster's answer to pass on, or None and why the cluster could not be used).
+
+    The breaker's ticket ends in success or failure here, or is released in `finally` when this is
+    left any other way (the client went away and the task was cancelled, an unexpected error)."""
+    ticket, changed = breaker.allow(time.monotonic())
+    note(entry, changed, "trying the cluster again")
+    if ticket is None:
+        return None, Problem(f"the cluster is skipped for now (circuit open: {breaker.last_reason})")
+    ended = False
+    try:
+        call = _cluster_call(path, request, entry, raw)
+        try:
+            response = await upstream.post(
+                call.url, call.body, headers=call.headers, first_byte_timeout=entry.timeout
+            )
+        except upstream.UpstreamFailed as failed:
+            reason = Problem(failed.reason)
+        else:
+            retryable = response.status >= 500 or (
+                response.status == 429 and entry.fallback is not None and entry.fallback.on_429
+            )
+            problem = Problem("")
+            if not retryable or entry.fallback is None:  # what the client would get: is it an answer?
+                problem = await answer_problem(response, whole=request.get("stream") is not True)
+            if not retryable and not problem:
+                ended = True
+                note(entry, breaker.success(ticket), "the cluster answered")
+                outcome.backend = "cluster"
+                return response, Problem("")
+            reason = Problem(
+                f"the cluster {problem}" if problem else f"the cluster answered {response.status}"
+            )
+            reason.invalid = problem.invalid
+            if entry.fallback is None and not problem:  # a 5xx (or 429) in the engine's own words
+                ended = True
+                note(entry, breaker.failure(time.monotonic(), reason, ticket), reason)
+                outcome.backend = "cluster"
+                return response, Problem("")  # no fallback: the caller gets the cluster's own error
+            response.release()
+        ended = True
+        note(entry, breaker.failure(time.monotonic(), reason, ticket), reason)
+        return None, reason
+    finally:
+        if not ended:
+            breaker.release(ticket)
+
+
 async def open_answer(
     path: str,
     request: dict[str, Any],
@@ -110,71 +243,32 @@ async def open_answer(
     raw: bytes | None = None,
     fallback: tuple[str, dict[str, Any]] | None = None,
 ) -> aiohttp.ClientResponse:
-    """The upstream response (headers in) from the cluster, or the fallback when the cluster fails.
-    `raw` is the caller's body when `request` is exactly its parse (sent as it came when the model
-    name needs no change). `fallback` is another (path, request) for the fallback, when it differs."""
+    """The upstream response (headers in, first byte waited for) from the cluster, or the fallback
+    when the cluster fails. `raw` is the caller's body when `request` is exactly its parse (sent as it
+    came when the model name needs no change). `fallback` is another (path, request) for the
+    fallback, when it differs."""
     if outcome.probe:
         breaker, note = Breaker(failures_to_open=1_000_000, open_seconds=0.0), _quiet
     else:
         breaker, note = breaker_for(entry), _note
-    reason = ""
     if entry.endpoint:
-        allowed, changed = breaker.allow(time.monotonic())
-        note(entry, changed, "trying the cluster again")
-        if allowed:
-            call = _cluster_call(path, request, entry, raw)
-            try:
-                response = await upstream.post(
-                    call.url, call.body, headers=call.headers, first_byte_timeout=entry.timeout
-                )
-            except upstream.UpstreamFailed as failed:
-                reason = failed.reason
-            else:
-                retryable = response.status >= 500 or (
-                    response.status == 429 and entry.fallback is not None and entry.fallback.on_429
-                )
-                if not retryable:
-                    note(entry, breaker.success(), "the cluster answered")
-                    outcome.backend = "cluster"
-                    return response
-                reason = f"the cluster answered {response.status}"
-                if entry.fallback is None:
-                    note(entry, breaker.failure(time.monotonic(), reason), reason)
-                    outcome.backend = "cluster"
-                    return response  # no fallback: the caller gets the cluster's own error
-                response.release()
-            note(entry, breaker.failure(time.monotonic(), reason), reason)
-        else:
-            reason = f"the cluster is skipped for now (circuit open: {breaker.last_reason})"
+        response, reason = await _try_cluster(path, request, entry, outcome, raw, breaker, note)
+        if response is not None:
+            return response
     else:
-        reason = "no serving endpoint is known for this topology yet"
+        reason = Problem("no serving endpoint is known for this topology yet")
     if entry.fallback is None:
-        raise GatewayError(
-            503,
-            "cluster_unavailable",
-            f"Topology {entry.topology_name} cannot serve {entry.model}: {reason}, and it has no fallback. "
-            "Configure a fallback upstream on the topology's gateway settings, or fix the cluster.",
-            headers={"retry-after": "5"},
-            reason=reason,
-        )
-    call = (
-        _fallback_call(fallback[0], fallback[1], entry, None)
-        if fallback is not None
-        else _fallback_call(path, request, entry, raw)
-    )
+        if reason.invalid:
+            raise GatewayError(502, "upstream_invalid_answer", _invalid_answer(entry, reason), reason=reason)
+        raise _cluster_failed(entry, reason)
+    path, request = fallback if fallback is not None else (path, request)
+    call = _fallback_call(path, request, entry, raw if fallback is None else None)
     try:
         response = await upstream.post(
             call.url, call.body, headers=call.headers, first_byte_timeout=entry.timeout
         )
     except upstream.UpstreamFailed as failed:
-        raise GatewayError(
-            503,
-            "all_backends_down",
-            f"Topology {entry.topology_name} is unavailable ({reason}) "
-            f"and its fallback too ({failed.reason}).",
-            headers={"retry-after": "5"},
-            reason=failed.reason,
-        ) from None
+        raise _all_down(entry, reason, failed.reason) from None
     if response.status in (401, 403):
         response.release()
         raise GatewayError(
@@ -183,8 +277,36 @@ async def open_answer(
             f"The cluster is unavailable ({reason}) and the fallback upstream refused Tandem's key for it "
             f"({response.status}); update the fallback key on the topology's gateway settings.",
         )
+    problem = await answer_problem(response, whole=request.get("stream") is not True)
+    if problem.invalid:
+        response.release()
+        message = f"the cluster failed ({reason}) and the fallback {problem}"
+        raise GatewayError(
+            502, "upstream_invalid_answer", message[0].upper() + message[1:] + ".", reason=problem
+        )
+    if problem:
+        response.release()
+        raise _all_down(entry, reason, f"the fallback {problem}")
     outcome.backend = "fallback"
     return response
+
+
+def _invalid_answer(entry: RouteEntry, reason: str) -> str:
+    return (
+        f"Topology {entry.topology_name}'s serving endpoint did not answer like an OpenAI-compatible "
+        f"engine: {reason}. A proxy or load balancer in front of the engine may be answering instead; "
+        "check the serving endpoint, or configure a fallback upstream."
+    )
+
+
+def _all_down(entry: RouteEntry, reason: str, fallback_reason: str) -> GatewayError:
+    return GatewayError(
+        503,
+        "all_backends_down",
+        f"Topology {entry.topology_name} is unavailable ({reason}) and its fallback too ({fallback_reason}).",
+        headers={"retry-after": "5"},
+        reason=fallback_reason,
+    )
 
 
 def _start(response: aiohttp.ClientResponse, outcome: Outcome) -> dict[str, Any]:
