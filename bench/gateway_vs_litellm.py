@@ -228,6 +228,7 @@ def main() -> None:
         help="a Python with aiohttp, httpx and uvloop for --http-clients",
     )
     parser.add_argument("--profile", help="write a cProfile of the gateway under closed-loop load here")
+    parser.add_argument("--profile-upstream", default="echo", help="the upstream label --profile loads")
     parser.add_argument(
         "--pin",
         action="store_true",
@@ -269,7 +270,11 @@ def main() -> None:
     django.setup()
     logs = ROOT / "var" / "bench-gateway"
     logs.mkdir(parents=True, exist_ok=True)
-    needed = set(args.upstreams) | set(args.closed_upstreams) | ({"echo"} if args.profile else set())
+    needed = (
+        set(args.upstreams)
+        | set(args.closed_upstreams)
+        | ({args.profile_upstream} if args.profile else set())
+    )
     if any(split(label)[1] == "/v1/responses" and split(label)[0] != "echo" for label in needed):
         sys.exit("/v1/responses is measured on the echo upstream only (the sim's router does not serve it)")
     with echo_upstream() as echo, sim_upstream(MODELS["sim"], args.sim_time_scale) as sim:
@@ -356,13 +361,13 @@ def profile(args: argparse.Namespace, logs: Path, echo, secret: str) -> None:  #
 
         async def load() -> None:
             for stream in (False, True):
-                target = targets("echo", stream, ports, secret)["tandem"]
+                target = targets(args.profile_upstream, stream, ports, secret)["tandem"]
                 result = await closed_loop(target, connections=args.connections, seconds=args.seconds * 2)
                 rps = len(result.latency) / result.seconds
                 print(f"profiled {mode(stream)}: {rps:.0f} req/s, {result.errors} errors")
 
         for stream in (False, True):
-            check(targets("echo", stream, ports, secret)["tandem"])
+            check(targets(args.profile_upstream, stream, ports, secret)["tandem"])
         uvloop.run(load())
     stats = pstats.Stats(str(out))
     stats.sort_stats("tottime").print_stats(30)

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from gateway.bodies import read_whole
 from gateway.dispatch import Outcome, open_answer
 from gateway.errors import GatewayError
 from gateway.routes import RouteEntry
@@ -327,7 +328,7 @@ async def serve(request: dict[str, Any], entry: RouteEntry, send: Send, outcome:
     ]
     try:
         if response.status != 200:
-            body = await response.content.read(1 << 20)
+            body = await read_whole(response, limit=1 << 20)
             try:
                 message = (
                     json.loads(body).get("error", {}).get("message") or body.decode(errors="replace")[:300]
@@ -338,7 +339,7 @@ async def serve(request: dict[str, Any], entry: RouteEntry, send: Send, outcome:
                 response.status if response.status < 600 else 502, "upstream_error", str(message)
             )
         if not outcome.stream:
-            answer = json.loads(await response.content.read(64 << 20))
+            answer = json.loads(await read_whole(response))
             outcome.ttft_ms = (time.monotonic() - started) * 1000
             translated = from_chat(answer, str(request["model"]))
             outcome.prompt_tokens = translated["usage"]["input_tokens"]

@@ -252,7 +252,7 @@ def _work(
     if path == MESSAGES:
         return anthropic.serve(request, entry, send, outcome)
     if path == RESPONSES:
-        return responses.serve(request, entry, send, outcome)
+        return responses.serve(request, entry, send, outcome, raw=raw)
     return dispatch.serve(path, request, entry, send, outcome, raw=raw)
 
 

@@ -21,6 +21,7 @@ import aiohttp
 from asgiref.sync import sync_to_async
 
 from gateway import upstream
+from gateway.bodies import read_whole
 from gateway.breaker import Breaker
 from gateway.errors import GatewayError
 from gateway.recorder import BreakerRecord, recorder
@@ -359,7 +360,7 @@ async def serve(
     outcome.status = response.status
     try:
         if not outcome.stream or response.status != 200:
-            body = await response.content.read(MAX_ANSWER_BYTES)
+            body = await read_whole(response)
             outcome.ttft_ms = (time.monotonic() - started) * 1000
             _count_usage(body, outcome)
             outcome.started = True

@@ -14,26 +14,45 @@ class SseReader:
     buffer: bytes = b""
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        self.buffer += chunk
+        buffer = self.buffer + chunk if self.buffer else chunk
         events: list[bytes] = []
+        start = 0
+        crlf = b"\r" in buffer  # the common case (LF only) looks for one separator
         while True:
-            cut = _boundary(self.buffer)
-            if cut is None:
-                return events
-            end, size = cut
-            events.append(self.buffer[: end + size])
-            self.buffer = self.buffer[end + size :]
+            cut = _boundary(buffer, start) if crlf else _lf_boundary(buffer, start)
+            if cut < 0:
+                break
+            events.append(buffer[start:cut])
+            start = cut
+        self.buffer = buffer[start:] if start else buffer
+        return events
 
     def rest(self) -> bytes:
         rest, self.buffer = self.buffer, b""
         return rest
 
 
-def _boundary(buffer: bytes) -> tuple[int, int] | None:
-    """(where the first event ends, the length of its blank-line separator)."""
-    positions = [(buffer.find(sep), len(sep)) for sep in (b"\n\n", b"\r\n\r\n")]
-    found = [(p, n) for p, n in positions if p >= 0]
-    return min(found) if found else None
+def _lf_boundary(buffer: bytes, start: int) -> int:
+    """Where the event beginning at `start` ends (after its blank line), or -1 when it has not ended."""
+    end = buffer.find(b"\n\n", start)
+    return end + 2 if end >= 0 else -1
+
+
+def _boundary(buffer: bytes, start: int) -> int:
+    """As `_lf_boundary`, with CRLF blank lines too: the earlier separator wins."""
+    lf = buffer.find(b"\n\n", start)
+    crlf = buffer.find(b"\r\n\r\n", start)
+    if crlf >= 0 and (lf < 0 or crlf < lf):
+        return crlf + 4
+    return lf + 2 if lf >= 0 else -1
+
+
+def event_type(event: bytes) -> bytes:
+    """The `event:` name of an event when its first line gives one (b"" otherwise)."""
+    if not event.startswith(b"event:"):
+        return b""
+    end = event.find(b"\n")
+    return event[6 : end if end >= 0 else len(event)].strip()
 
 
 def event_data(event: bytes) -> bytes | None:

@@ -15,7 +15,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway import upstream
+from gateway.bodies import read_whole
 from gateway.dispatch import Outcome
+from gateway.errors import GatewayError
 from gateway.routes import RouteEntry
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -59,8 +61,8 @@ async def engine_count(entry: RouteEntry, chat: dict[str, Any]) -> int | None:
     try:
         if response.status != 200:
             return None
-        answer = json.loads(await response.content.read(1 << 20))
-    except ValueError:
+        answer = json.loads(await read_whole(response, limit=1 << 20))
+    except (ValueError, GatewayError):
         return None
     finally:
         response.release()

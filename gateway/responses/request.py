@@ -294,8 +294,8 @@ def to_chat(request: dict[str, Any]) -> Prepared:
 
 def for_passthrough(request: dict[str, Any]) -> tuple[dict[str, Any], list[str]] | None:
     """The request as the engine's own /v1/responses gets it, hosted tools dropped (it cannot run them);
-    None when it needs the translation (namespaced tools, which engines do not take)."""
-    check(request)
+    None when it needs the translation (namespaced tools, which engines do not take). The request was
+    checked already (``to_chat``, which every request goes through first)."""
     tools = request.get("tools")
     if not isinstance(tools, list):
         return request, []

@@ -22,16 +22,17 @@ from typing import Any
 
 import aiohttp
 
-from gateway.dispatch import MAX_ANSWER_BYTES, Outcome, open_answer
+from gateway.bodies import read_whole
+from gateway.dispatch import Outcome, open_answer
 from gateway.responses.answer import Shell, from_chat
 from gateway.responses.request import for_passthrough, to_chat
 from gateway.responses.stream import StreamTranslator
 from gateway.routes import RouteEntry
-from gateway.sse import SseReader, chat_chunks, event_data
+from gateway.sse import SseReader, chat_chunks, event_data, event_type
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 CHAT, RESPONSES = "/v1/chat/completions", "/v1/responses"
-ENDINGS = (b"response.completed", b"response.incomplete", b"response.failed")
+ENDINGS = frozenset((b"response.completed", b"response.incomplete", b"response.failed"))
 UNSERVED_SECONDS = 600.0
 _unserved: dict[str, float] = {}  # endpoint -> until when it is known not to serve /v1/responses
 
@@ -79,14 +80,20 @@ class _Reply:
             self.outcome.ttft_ms = (time.monotonic() - self.started) * 1000
 
 
-async def serve(request: dict[str, Any], entry: RouteEntry, send: Send, outcome: Outcome) -> None:
+async def serve(
+    request: dict[str, Any], entry: RouteEntry, send: Send, outcome: Outcome, *, raw: bytes | None = None
+) -> None:
+    """`raw` is the caller's body, sent as it came when the passthrough changes nothing in it."""
     prepared = to_chat(request)  # checks the request (errors name the field) and is the fallback's request
     outcome.stream = bool(request.get("stream"))
     passing = for_passthrough(request) if _passes(entry) else None
     started = time.monotonic()
     if passing is not None:
         body, dropped = passing
-        response = await open_answer(RESPONSES, body, entry, outcome, fallback=(CHAT, prepared.chat))
+        unchanged = raw if body is request else None
+        response = await open_answer(
+            RESPONSES, body, entry, outcome, raw=unchanged, fallback=(CHAT, prepared.chat)
+        )
         if outcome.backend == "cluster" and response.status in (404, 405):
             response.release()  # the cluster does not serve the path: ask it in chat completions
             _unserved[entry.endpoint] = time.monotonic() + UNSERVED_SECONDS
@@ -111,7 +118,7 @@ async def serve(request: dict[str, Any], entry: RouteEntry, send: Send, outcome:
 
 async def _whole(response: aiohttp.ClientResponse, reply: _Reply, *, translate: bool) -> None:
     """A whole answer, or an upstream error (OpenAI's error body on both paths: passed as it came)."""
-    body = await response.content.read(MAX_ANSWER_BYTES)
+    body = await read_whole(response)
     reply.first_byte()
     if response.status == 200 and translate:
         answer = from_chat(json.loads(body), reply.shell(), reply.namespaces)
@@ -140,16 +147,29 @@ async def _relay(response: aiohttp.ClientResponse, reply: _Reply) -> None:
     async for piece in response.content.iter_any():
         events = reader.feed(piece)
         for event in events:
-            if b".delta" in event:
+            kind = _kind(event)
+            if kind.endswith(b".delta"):
                 reply.first_byte()
                 reply.outcome.streamed_chunks += 1
-            if any(end in event for end in ENDINGS):
+            elif kind in ENDINGS:
                 with contextlib.suppress(ValueError, AttributeError):
                     data = json.loads(event_data(event) or b"{}")
                     _count((data.get("response") or {}).get("usage"), reply.outcome)
         if events:
             await reply.send({"type": "http.response.body", "body": b"".join(events), "more_body": True})
     await reply.send({"type": "http.response.body", "body": reader.rest(), "more_body": False})
+
+
+def _kind(event: bytes) -> bytes:
+    """An event's type: from its `event:` line (as vLLM and OpenAI write them), else from its data."""
+    kind = event_type(event)
+    if kind or not event.startswith(b"data:"):
+        return kind
+    try:
+        found = json.loads(event_data(event) or b"{}").get("type")
+    except (ValueError, AttributeError, RecursionError):
+        return b""
+    return found.encode() if isinstance(found, str) else b""
 
 
 async def _translate(response: aiohttp.ClientResponse, reply: _Reply) -> None:
