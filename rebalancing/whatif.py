@@ -5,11 +5,17 @@ The recorded traffic is the telemetry Tandem stores per minute (``topology.reque
 that rate with that minute's mean prompt and output lengths. The replay runs in the sandbox's
 virtual-clock simulator (the sandbox's own engine performance model), in a child process
 (``python -m sandbox.sim``, JSON in and out), so the product does not import the sandbox.
+
+The replay runs inside the web request, so its work is bounded (docs/role-switches.md, "The what-if"): the
+window ends at most ``MAX_FUTURE_SECONDS`` after now and no earlier than the rollups' retention, spans 60 s to
+one day, and only the latest recorded minutes whose estimated simulator time fits ``WORK_BUDGET_SECONDS`` are
+replayed; ``TIMEOUT_SECONDS`` stops a replay that runs over anyway.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 import time
@@ -21,7 +27,19 @@ from rebalancing.selectors import role_replicas, topology_limits
 
 MAX_REQUESTS = 3000
 SCALES = (0.5, 1.0, 1.5, 2.0)
-TIMEOUT_SECONDS = 300
+MAX_WINDOW_SECONDS = 24 * 3600
+MAX_FUTURE_SECONDS = 300  # clock skew between the caller and the server; later ends have no traffic yet
+OLDEST_END_SECONDS = 30 * 24 * 3600  # the rollups' retention (telemetry.services.ROLLUP_RETENTION)
+MAX_OUTPUT_LEN = 4096  # a recorded minute's mean answer length beyond this is replayed as this
+# The simulator's cost, measured on the 2-core CI machine (sandbox.sim, one split, 200 requests): about
+# 0.4 ms per request, 0.032 ms per generated token, 0.0001 ms per prompt token. Each split runs once at the
+# recorded rate and once per goodput scale (a run at scale k replays k times the requests).
+REQUEST_COST_SECONDS = 0.0004
+OUTPUT_TOKEN_COST_SECONDS = 0.000032
+PROMPT_TOKEN_COST_SECONDS = 0.0000001
+RUNS_PER_SPLIT = 1.0 + sum(SCALES)
+WORK_BUDGET_SECONDS = 3.0
+TIMEOUT_SECONDS = 8
 
 
 def splits_for(limits: Limits) -> list[tuple[int, int]]:
@@ -33,6 +51,20 @@ def splits_for(limits: Limits) -> list[tuple[int, int]]:
         if decode >= max(1, limits.decode_min) and not split_problem(limits, prefill, decode):
             out.append((prefill, decode))
     return out
+
+
+def window_problem(*, end: float, now: float) -> str | None:
+    """Why a what-if window ending at ``end`` cannot be replayed (None: it can)."""
+    if not math.isfinite(end):
+        return "give a Unix time in seconds, e.g. the current time"
+    if end > now + MAX_FUTURE_SECONDS:
+        return (
+            f"the window may end at most {MAX_FUTURE_SECONDS} s after now ({now:.0f}); "
+            "omit end to replay the latest traffic"
+        )
+    if end < now - OLDEST_END_SECONDS:
+        return f"the window must end within the last {OLDEST_END_SECONDS // 86400} days (telemetry retention)"
+    return None
 
 
 def buckets_from_history(history: dict[str, Any]) -> list[dict[str, Any]]:
@@ -52,21 +84,52 @@ def buckets_from_history(history: dict[str, Any]) -> list[dict[str, Any]]:
                 "seconds": step,
                 "rate": float(rate),
                 "prompt_len": max(1, round((prompt or 0) / rate)),
-                "output_len": max(1, round((gen or 0) / rate)),
+                "output_len": min(MAX_OUTPUT_LEN, max(1, round((gen or 0) / rate))),
             }
         )
     return out
 
 
-def _trim(buckets: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Keep the latest buckets holding at most MAX_REQUESTS requests, re-based to start at 0."""
+def replay_seconds(bucket: dict[str, Any], runs: float) -> float:
+    """Estimated simulator time to replay ``bucket`` ``runs`` times (see the cost constants above)."""
+    per_request = (
+        REQUEST_COST_SECONDS
+        + bucket["output_len"] * OUTPUT_TOKEN_COST_SECONDS
+        + bucket["prompt_len"] * PROMPT_TOKEN_COST_SECONDS
+    )
+    return float(bucket["rate"] * bucket["seconds"] * per_request * runs)
+
+
+def trim(
+    buckets: list[dict[str, Any]], *, splits: int, budget_seconds: float = WORK_BUDGET_SECONDS
+) -> list[dict[str, Any]]:
+    """The latest buckets whose replay for ``splits`` splits fits the work budget and MAX_REQUESTS, re-based
+    to start at 0. A bucket that does not fit whole is cut to its latest seconds that do, so a burst of
+    traffic cannot make the replay unbounded; empty when not even one request fits."""
+    runs = max(1, splits) * RUNS_PER_SPLIT
     kept: list[dict[str, Any]] = []
-    total = 0.0
+    spent = 0.0
+    requests = 0.0
     for bucket in reversed(buckets):
-        total += bucket["rate"] * bucket["seconds"]
-        if total > MAX_REQUESTS and kept:
-            break
-        kept.append(bucket)
+        cost = replay_seconds(bucket, runs)
+        count = bucket["rate"] * bucket["seconds"]
+        fraction = min(
+            1.0,
+            (budget_seconds - spent) / cost if cost > 0 else 1.0,
+            (MAX_REQUESTS - requests) / count if count > 0 else 1.0,
+        )
+        if fraction >= 1.0:
+            kept.append(bucket)
+            spent += cost
+            requests += count
+            continue
+        seconds = bucket["seconds"] * max(0.0, fraction)
+        if kept and seconds * bucket["rate"] < 1.0:
+            break  # not one more request fits
+        if seconds * bucket["rate"] < 1.0:
+            break  # not even one request fits: nothing is kept
+        kept.append({**bucket, "start": bucket["start"] + bucket["seconds"] - seconds, "seconds": seconds})
+        break
     kept.reverse()
     if kept:
         offset = kept[0]["start"]
@@ -101,12 +164,19 @@ def run_simulator(request: dict[str, Any]) -> dict[str, Any]:
 def topology_whatif(*, topology: Any, window_seconds: int, end: float | None = None) -> dict[str, Any]:
     from telemetry.selectors import history
 
-    end = time.time() if end is None else end
+    now = time.time()
+    end = now if end is None else end
+    problem = window_problem(end=end, now=now)
+    if problem:
+        raise DomainError(f"end: {problem}", code="invalid", fields={"end": [problem]})
+    if not 60 <= window_seconds <= MAX_WINDOW_SECONDS:
+        fix = f"give 60 to {MAX_WINDOW_SECONDS} seconds"
+        raise DomainError(f"window_seconds: {fix}", code="invalid", fields={"window_seconds": [fix]})
     start = end - window_seconds
     names = ["topology.requests_ps", "topology.prompt_tps", "topology.gen_tps"]
     recorded = history(topology_id=topology.pk, names=names, start=start, end=end, step=60)
-    buckets = _trim(buckets_from_history(dict(recorded)))
-    if not buckets:
+    recorded_buckets = buckets_from_history(dict(recorded))
+    if not recorded_buckets:
         raise DomainError(
             "no recorded traffic in this window",
             code="no_traffic",
@@ -119,6 +189,13 @@ def topology_whatif(*, topology: Any, window_seconds: int, end: float | None = N
             "the budget and bounds allow no split",
             code="no_split",
             fields={"topology": ["raise rebalancing.accelerator_budget or widen the bounds"]},
+        )
+    buckets = trim(recorded_buckets, splits=len(splits))
+    if not buckets:
+        raise DomainError(
+            f"replaying even one recorded request for {len(splits)} splits exceeds the what-if's work budget",
+            code="whatif_too_large",
+            fields={"topology": ["narrow rebalancing's prefill and decode bounds to fewer splits"]},
         )
     answer = run_simulator(
         {
@@ -133,6 +210,13 @@ def topology_whatif(*, topology: Any, window_seconds: int, end: float | None = N
     best = max(rows, key=lambda r: (r["attainment"], r["goodput_rps"])) if rows else None
     prefill, decode = role_replicas(topology.spec)
     requests = round(sum(b["rate"] * b["seconds"] for b in buckets))
+    replayed = sum(b["seconds"] for b in buckets)
+    whole = len(buckets) == len(recorded_buckets) and replayed >= sum(b["seconds"] for b in recorded_buckets)
+    scope = (
+        f"{len(buckets)} recorded minutes"
+        if whole
+        else f"the latest {replayed:.0f} s of {len(recorded_buckets)} recorded minutes (the replay budget)"
+    )
     return {
         "start": start,
         "end": end,
@@ -141,7 +225,7 @@ def topology_whatif(*, topology: Any, window_seconds: int, end: float | None = N
         "recommended": best,
         "current": {"prefill": prefill, "decode": decode},
         "note": (
-            f"{requests} requests replayed from {len(buckets)} recorded minutes on the sandbox's engine "
+            f"{requests} requests replayed from {scope} on the sandbox's engine "
             "performance model (virtual clock); goodput = highest rate (0.5×–2× the recorded one) at which "
             "≥ 90 % of requests meet both TTFT and TBT targets"
         ),

@@ -163,7 +163,7 @@ def test_what_if_replays_recorded_traffic_for_every_split(as_viewer, make_topolo
     assert response.status_code == 200, response.content
     body = response.json()
     assert [(s["prefill"], s["decode"]) for s in body["splits"]] == [(1, 3), (2, 2), (3, 1)]
-    assert body["requests"] > 200
+    assert body["requests"] > 100  # the latest minute or so: what fits the replay's work budget
     by_split = {(s["prefill"], s["decode"]): s for s in body["splits"]}
     assert by_split[(3, 1)]["goodput_rps"] >= by_split[(1, 3)]["goodput_rps"]
     assert body["recommended"]["prefill"] >= 2
