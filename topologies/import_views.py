@@ -17,6 +17,7 @@ from clusters.models import Cluster
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from topologies import services
+from topologies.import_selectors import import_node_findings
 from topologies.importing import import_manifests
 from topologies.spec import SpecError
 from topologies.spec_values import ascii_int
@@ -78,8 +79,11 @@ def topology_import(request: HttpRequest) -> HttpResponse:
     result = import_manifests(text, overrides=overrides)
     context["result"] = result
     context["report"] = result.report.as_dict()
+    context["verdict"] = result.report.verdict()
     context["spec_yaml"] = yaml.safe_dump(result.spec, sort_keys=False, width=4096) if result.spec else ""
     if request.POST.get("action") != "create" or overrides_problem:
+        if result.ok and cluster is not None:  # resource names checked against the chosen cluster's nodes
+            context["node_findings"] = import_node_findings(cluster=cluster, spec=result.spec)
         return render(request, "topologies/import.html", context)
     if cluster is None:
         context["page_error"] = "choose the cluster to run on (register one on the Clusters page first)"

@@ -14,6 +14,7 @@ from clusters.access import Need, needs_for_kinds, rule_snippet
 from kube import labels
 from topologies.preflight_facts import ERROR, WARNING, ClusterFacts, Finding, NodeFacts, ObjectFacts
 from topologies.preflight_rollout import check_rollout_availability
+from topologies.preflight_secrets import check_secret_references
 from topologies.render import engine as engine_render
 from topologies.render import kthena
 from topologies.spec import TopologySpec
@@ -50,9 +51,9 @@ def run_preflight(
                 "check the cluster's connection on its page (server URL, token, CA), then retry",
             )
         ]
-    findings: list[Finding] = []
+    findings: list[Finding] = check_unanswered(spec)
     if facts.partial:
-        findings = check_backend(spec, facts) + check_ports(spec) + check_permissions(spec, facts)
+        findings += check_backend(spec, facts) + check_ports(spec) + check_permissions(spec, facts)
         return sorted(findings, key=lambda f: (f.level != ERROR, f.field, f.code))
     findings += check_backend(spec, facts)
     findings += check_connector_backend(spec, facts)
@@ -61,6 +62,7 @@ def run_preflight(
     findings += check_conflicts(spec, facts, topology_id)
     findings += check_ports(spec)
     findings += check_permissions(spec, facts)
+    findings += check_secret_references(spec.namespace, render_objects(spec))
     findings += check_rollout_availability(
         spec,
         facts,
@@ -69,6 +71,29 @@ def run_preflight(
         deployed_rendered=render_objects(deployed) if deployed is not None else [],
     )
     return sorted(findings, key=lambda f: (f.level != ERROR, f.field, f.code))
+
+
+UNANSWERED = {
+    "slo.ttft_ms": ("the p95 time-to-first-token target is not set", "set slo.ttft_ms (ms), e.g. 1000"),
+    "slo.tbt_ms": ("the p95 time-between-tokens target is not set", "set slo.tbt_ms (ms), e.g. 50"),
+    "rebalancing.prefill": ("the prefill replica bounds are not set", "set rebalancing.prefill min and max"),
+    "rebalancing.decode": ("the decode replica bounds are not set", "set rebalancing.decode min and max"),
+}
+
+
+def check_unanswered(spec: TopologySpec) -> list[Finding]:
+    """Values an import left unset for the operator to answer: the pods run, but SLO alerts and the
+    planner wait for them."""
+    return [
+        Finding(
+            WARNING,
+            "value_unset",
+            path,
+            f"{UNANSWERED[path][0]}; SLO alerts and the rebalancing planner wait for it",
+            f"{UNANSWERED[path][1]} in the editor",
+        )
+        for path in spec.unanswered()
+    ]
 
 
 def has_errors(findings: Iterable[Finding]) -> bool:
@@ -347,6 +372,7 @@ def check_ports(spec: TopologySpec) -> list[Finding]:
         "bootstrap": "connector.bootstrap_port",
         "nixl": "connector.side_channel_port",
         "link": "connector.link_port",
+        "metrics": "port (MindIE's metricsPort: port + 2)",
     }
     seen: set[tuple[str, str]] = set()
     for role in ("prefill", "decode"):

@@ -239,7 +239,10 @@ class ImportRequestSerializer(serializers.Serializer[Any]):
         },
     )
     cluster = serializers.PrimaryKeyRelatedField(
-        queryset=Cluster.objects.all(), required=False, error_messages=CLUSTER_ERRORS
+        queryset=Cluster.objects.all(),
+        required=False,
+        error_messages=CLUSTER_ERRORS,
+        help_text="Required to save; with a preview, the accelerator resources are checked against its nodes",
     )
     overrides = serializers.DictField(
         required=False,
@@ -297,6 +300,11 @@ class ImportPreviewSerializer(serializers.Serializer[Any]):
     spec = serializers.JSONField(help_text="The spec the YAML gives (with defaults when ok)")
     report = ImportReportSerializer()
     verdict = ImportVerdictSerializer()
+    findings = FindingSerializer(
+        many=True,
+        help_text="With a cluster: what its nodes cannot give the spec (an accelerator resource no node "
+        "offers, a node selector no node matches); empty without one",
+    )
     errors = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(child=serializers.CharField())
     )

@@ -49,6 +49,7 @@ from topologies.api.serializers import (
     TopologyUpdateSerializer,
 )
 from topologies.filtersets import TopologyFilterSet
+from topologies.import_selectors import import_node_findings
 from topologies.importing import import_manifests
 from topologies.models import Revision, Topology
 from topologies.preflight import Finding
@@ -192,8 +193,10 @@ class TopologyViewSet(
         responses={200: ImportPreviewSerializer, 201: ImportCreatedSerializer},
         description="Preview (preview=true, the default) or create (preview=false) a topology from "
         "Kthena or Deployment YAML. "
-        "The report lists what was mapped into the spec, what is kept verbatim, and what cannot be "
-        "represented.",
+        "The report lists what was mapped into the spec, what is kept verbatim (including each role's "
+        "pod-template overlay), what cannot be represented, each field the render writes differently "
+        "(changed) and the values left unset for the operator (questions); verdict counts them. With a "
+        "cluster, a preview also checks the accelerator resources against that cluster's nodes (findings).",
     )
     @action(detail=False, methods=["post"], url_path="import")
     def import_yaml(self, request: Request) -> Response:
@@ -201,7 +204,13 @@ class TopologyViewSet(
         data.is_valid(raise_exception=True)
         values = data.validated_data
         if values["preview"]:
-            return Response(import_manifests(values["yaml"], overrides=values.get("overrides")).as_dict())
+            result = import_manifests(values["yaml"], overrides=values.get("overrides"))
+            body = result.as_dict()
+            found = []
+            if result.ok and values.get("cluster") is not None:  # resource names against its nodes
+                found = import_node_findings(cluster=values["cluster"], spec=result.spec)
+            body["findings"] = [f.as_dict() for f in found]
+            return Response(body)
         try:
             topology, result = services.topology_import(
                 cluster=values["cluster"],
