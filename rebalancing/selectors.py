@@ -106,6 +106,19 @@ def busy_reason(topology: Any) -> str:
     return ""
 
 
+def unset_reason(topology: Any) -> str:
+    """Why the planner waits for the operator ("" when nothing is missing): an imported topology's SLO
+    targets and rebalancing bounds stay unset until answered (0 / null; never invented)."""
+    rebalancing = (topology.spec or {}).get("rebalancing") or {}
+    missing = [
+        f for f, v in (("slo.ttft_ms", topology.slo_ttft_ms), ("slo.tbt_ms", topology.slo_tbt_ms)) if not v
+    ]
+    missing += [f"rebalancing.{r}" for r in ("prefill", "decode") if r in rebalancing and not rebalancing[r]]
+    if not missing:
+        return ""
+    return f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set (set them in the editor)"
+
+
 def observation(topology: Any, *, now: float | None = None) -> Observation:
     """What the planner sees now: the latest telemetry snapshot, the desired split, busy state."""
     from telemetry.selectors import latest_snapshot
@@ -117,7 +130,7 @@ def observation(topology: Any, *, now: float | None = None) -> Observation:
         decode=decode,
         ttft_target_ms=float(topology.slo_ttft_ms),
         tbt_target_ms=float(topology.slo_tbt_ms),
-        busy=busy_reason(topology),
+        busy=busy_reason(topology) or unset_reason(topology),
         now=time.time() if now is None else now,
         in_place=switch_path(topology.engine, topology.kv_connector, topology.backend).name == "in_place",
     )
