@@ -32,6 +32,10 @@ class Route(models.Model):
         help_text="The serving endpoint (router or Ingress URL); empty: discovered from the cluster.",
     )
     discovered_url = models.CharField(max_length=300, blank=True)
+    # The last discovery could not read the cluster (403, 5xx, timeout, unreachable): the discovered
+    # endpoint is kept, unconfirmed since then, for this reason. Empty/null: confirmed at the last look.
+    discovered_stale_reason = models.CharField(max_length=500, blank=True)
+    discovered_stale_since = models.DateTimeField(null=True, blank=True)
     fallback_base_url = models.CharField(
         max_length=300, blank=True, help_text="OpenAI-compatible, ending in /v1."
     )

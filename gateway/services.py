@@ -195,16 +195,38 @@ def _probe_broadcast(run_id: int) -> None:
 
 
 def routes_discover() -> int:
-    """Refresh the discovered serving endpoint of every deployed topology; returns how many changed."""
-    from gateway.discovery import discover
+    """Refresh the discovered serving endpoint of every deployed topology; returns how many changed.
+
+    A cluster that answers sets the endpoint (or clears it: the Service is gone or has no address);
+    one that does not (403, 5xx, timeout, unreachable) leaves it as it was, marked stale with the
+    reason since the first look that failed."""
+    from django.utils import timezone
+
+    from gateway.discovery import discover_all
     from topologies.models import Topology
 
+    topologies = list(Topology.objects.filter(deployed_revision__isnull=False).select_related("cluster"))
+    found = discover_all(topologies)
+    now = timezone.now()
     changed = 0
-    for topology in Topology.objects.filter(deployed_revision__isnull=False).select_related("cluster"):
-        found = discover(topology)
+    for topology in topologies:
+        seen = found[topology.pk]
         route, _ = Route.objects.get_or_create(topology=topology)
-        if route.discovered_url != found:
-            Route.objects.filter(pk=route.pk).update(discovered_url=found)
+        update: dict[str, Any]
+        if seen.answered:
+            update = {
+                "discovered_url": seen.url,
+                "discovered_stale_reason": "",
+                "discovered_stale_since": None,
+            }
+        else:
+            update = {
+                "discovered_stale_reason": seen.reason,
+                "discovered_stale_since": route.discovered_stale_since or now,
+            }
+        if any(getattr(route, field) != value for field, value in update.items()):
+            Route.objects.filter(pk=route.pk).update(**update)
+        if seen.answered and route.discovered_url != seen.url:
             changed += 1
     if changed:
         bump_routes()

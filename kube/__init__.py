@@ -37,7 +37,8 @@ Public API (import from ``kube``)::
     describe_proxy_failure(status, body) -> str   # "403 from API server, grant get on pods/proxy ..."
     sample_running_pods(conn, namespace=None) -> list[ProxyPod]  # a few Running pods with IP and port
     service_ingress(conn, namespace, name) -> list[str]  # a LoadBalancer Service's external addresses
-    service_external_url(conn, namespace, name) -> str | None  # http://<external address>:<first port>
+    service_external_url(conn, namespace, name, deadline=) -> str  # http(s)://<address>:<port>; "" gone
+    service_url(service) -> str                   # the same from a Service object (pure): the scheme rules
 
 Every call has a short timeout and goes through ``kube.retry``: 429 honours Retry-After, 5xx and connection
 errors back off exponentially with jitter (bounded attempts), 4xx are never retried, 409 on an update
@@ -70,8 +71,8 @@ from kube.errors import (
     KubeUnauthorized,
     KubeUnreachable,
 )
-from kube.proxy import PodTarget as ProxyPod
 from kube.proxy import (
+    SERVING_SCHEME_ANNOTATION,
     ProxyTransport,
     describe_proxy_failure,
     pod_proxy_get,
@@ -80,7 +81,9 @@ from kube.proxy import (
     sample_running_pods,
     service_external_url,
     service_ingress,
+    service_url,
 )
+from kube.proxy import PodTarget as ProxyPod
 from kube.resources import apply_objects, delete_object, get_object, list_objects, scale, update_object
 from kube.workloads import (
     EventInfo,
@@ -93,6 +96,7 @@ from kube.workloads import (
 )
 
 __all__ = [
+    "SERVING_SCHEME_ANNOTATION",
     "AccessCheck",
     "AccessResult",
     "ClusterConnection",
@@ -136,5 +140,6 @@ __all__ = [
     "scale",
     "service_external_url",
     "service_ingress",
+    "service_url",
     "update_object",
 ]

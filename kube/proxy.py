@@ -16,9 +16,11 @@ import os
 import ssl
 import tempfile
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 from kube.client import PROBE_TIMEOUT, ClusterConnection, Response, request
+from kube.errors import KubeError
 from kube.retry import RetryPolicy
 
 GRANT = "grant get on pods/proxy (apiGroups: [''], resources: ['pods/proxy'], verbs: ['get'])"
@@ -198,25 +200,78 @@ def service_ingress(conn: ClusterConnection, namespace: str, name: str) -> list[
     return [str(i.get("ip") or i.get("hostname")) for i in ingress if i.get("ip") or i.get("hostname")]
 
 
-def service_external_url(conn: ClusterConnection, namespace: str, name: str) -> str | None:
-    """``http://<external address>:<port>`` of a LoadBalancer Service (its first port), or None."""
+# A Service's annotation that says how its serving port speaks: "https" or "http" (wins over the port).
+SERVING_SCHEME_ANNOTATION = "tandem.io/serving-scheme"
+
+
+def service_url(body: dict[str, Any]) -> str:
+    """``<scheme>://<external address>:<port>`` of a LoadBalancer Service object (its first port), or ""
+    when it has no external address or no port (pure).
+
+    The scheme is https when the Service says so: the annotation ``tandem.io/serving-scheme: https``
+    (``http`` forces plain), else the port's ``appProtocol`` (https, or kubernetes.io/h2c: http), else
+    a port named ``https`` or ``https-*`` (Istio's naming), else port 443; otherwise http."""
+
+    def part(key: str) -> dict[str, Any]:
+        found = body.get(key)
+        return found if isinstance(found, dict) else {}
+
+    meta, spec, status = part("metadata"), part("spec"), part("status")
+    ingress = (status.get("loadBalancer") or {}).get("ingress") or []
+    ports = spec.get("ports") or []
+    address = next(
+        (str(i.get("ip") or i.get("hostname")) for i in ingress if i.get("ip") or i.get("hostname")), None
+    )
+    if address is None or not ports:
+        return ""
+    port = ports[0]
+    number = int(port.get("port") or 80)
+    annotations = meta.get("annotations") or {}
+    said = str(annotations.get(SERVING_SCHEME_ANNOTATION) or "").strip().lower()
+    app_protocol = str(port.get("appProtocol") or "").lower()
+    name = str(port.get("name") or "").lower()
+    if said in ("http", "https"):
+        scheme = said
+    elif app_protocol in ("https", "http", "kubernetes.io/h2c"):
+        scheme = "https" if app_protocol == "https" else "http"
+    else:
+        scheme = "https" if name == "https" or name.startswith("https-") or number == 443 else "http"
+    host = f"[{address}]" if ":" in address else address
+    return f"{scheme}://{host}:{number}"
+
+
+def service_external_url(
+    conn: ClusterConnection, namespace: str, name: str, *, deadline: float | None = None
+) -> str:
+    """The Service's serving URL (``service_url``), or "" when the cluster answers that there is none:
+    the Service does not exist (the API server's own 404 NotFound) or has no external address or port.
+
+    Anything else is no answer and raises KubeError (403, 5xx, a timeout, an unreachable cluster, a 404
+    that is not the API server's): the caller keeps what it knew. ``deadline`` bounds the call with its
+    retries, and each attempt's timeouts."""
+    timeout = PROBE_TIMEOUT
+    if deadline is not None:
+        timeout = (min(PROBE_TIMEOUT[0], deadline), min(PROBE_TIMEOUT[1], deadline))
     response = request(
         conn,
         "GET",
         f"/api/v1/namespaces/{quote(namespace, safe='')}/services/{quote(name, safe='')}",
         action=f"read service {namespace}/{name}",
-        timeout=PROBE_TIMEOUT,
-        allow=(403, 404),
+        timeout=timeout,
+        deadline=deadline,
+        allow=(404,),
     )
-    if response.status in (403, 404):
-        return None
+    if response.status == 404:
+        try:
+            status = json.loads(response.data)
+        except (ValueError, TypeError):
+            status = None
+        if isinstance(status, dict) and status.get("kind") == "Status" and status.get("reason") == "NotFound":
+            return ""
+        raise KubeError(
+            f"reading service {namespace}/{name} on {conn.label} answered 404 without the API server's "
+            "NotFound status (a proxy in front of it?)",
+            status=404,
+        )
     body = response.json() or {}
-    ingress = ((body.get("status") or {}).get("loadBalancer") or {}).get("ingress") or []
-    ports = (body.get("spec") or {}).get("ports") or []
-    address = next(
-        (str(i.get("ip") or i.get("hostname")) for i in ingress if i.get("ip") or i.get("hostname")), None
-    )
-    if address is None or not ports:
-        return None
-    host = f"[{address}]" if ":" in address else address
-    return f"http://{host}:{int(ports[0].get('port') or 80)}"
+    return service_url(body if isinstance(body, dict) else {})

@@ -32,6 +32,16 @@ class RouteSerializer(serializers.ModelSerializer[Route]):
     serving_endpoint = serializers.SerializerMethodField(
         help_text="What the gateway uses: entered, or discovered."
     )
+    discovered_stale_reason = serializers.CharField(
+        read_only=True,
+        help_text="Why the last discovery could not read the cluster (403, 5xx, timeout, unreachable); "
+        "discovered_url is then the last known one, kept. Empty: confirmed by the cluster at the last look.",
+    )
+    discovered_stale_since = serializers.DateTimeField(
+        read_only=True,
+        allow_null=True,
+        help_text="Since when discovery has not been able to confirm discovered_url; null when it is fresh.",
+    )
 
     class Meta:
         model = Route
@@ -39,6 +49,8 @@ class RouteSerializer(serializers.ModelSerializer[Route]):
             "aliases",
             "endpoint_url",
             "discovered_url",
+            "discovered_stale_reason",
+            "discovered_stale_since",
             "serving_endpoint",
             "fallback_base_url",
             "fallback_api_key",
@@ -50,7 +62,7 @@ class RouteSerializer(serializers.ModelSerializer[Route]):
             "breaker_open_seconds",
             "updated",
         ]
-        read_only_fields = ["discovered_url", "updated"]
+        read_only_fields = ["discovered_url", "discovered_stale_reason", "discovered_stale_since", "updated"]
         extra_kwargs: dict[str, Any] = {
             "timeout_seconds": {"min_value": 1, "max_value": 3600},
             "breaker_failures": {"min_value": 1, "max_value": 100},
