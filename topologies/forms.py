@@ -12,6 +12,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from topologies.spec import BACKENDS, CACHE_DTYPES, CONNECTORS, ENGINES, TopologySpec
 
 
@@ -20,10 +22,12 @@ class EditorField:
     path: str
     label: str
     help: str
-    kind: str = "text"  # text | int | choice | args | map | shape
+    kind: str = "text"  # text | int | choice | args | map | shape | yaml
     choices: tuple[str, ...] = ()
     show_for: tuple[str, ...] = ()  # connector types this field matters for (empty: always)
     placeholder: str = ""
+    # An empty field is "not set" (null), not the default: values an import leaves for the operator
+    nullable: bool = False
 
     @property
     def html_id(self) -> str:
@@ -91,6 +95,17 @@ def _role_fields(role: str) -> list[EditorField]:
             "namespace: HF_TOKEN=secret:<secret-name>/<key>.",
             "map",
             placeholder="HF_HUB_OFFLINE=1",
+        ),
+        EditorField(
+            f"{p}.pod_overlay",
+            "Pod-template overlay",
+            "What the spec does not model, applied over every rendered pod of this role (YAML): "
+            "metadata (labels, annotations), spec (initContainers, sidecar containers, volumes, tolerations, "
+            "affinity, securityContext, ...) and engine (the engine container's volumeMounts, probes, "
+            "securityContext, env entries such as fieldRef, name, imagePullPolicy). An import keeps here "
+            "what its YAML had beyond the fields above; empty: none.",
+            "yaml",
+            placeholder="spec:\n  tolerations:\n  - {key: huawei.com/Ascend910, operator: Exists}",
         ),
     ]
 
@@ -299,19 +314,53 @@ SECTIONS: list[tuple[str, str, list[EditorField]]] = [
             EditorField(
                 "slo.ttft_ms",
                 "TTFT target (ms)",
-                "Time to first token the topology should meet (p95).",
+                "Time to first token the topology should meet (p95). Empty: not set; SLO alerts and the "
+                "planner wait for it.",
                 "int",
+                placeholder="not set: e.g. 1000",
+                nullable=True,
             ),
-            EditorField("slo.tbt_ms", "TBT target (ms)", "Time between tokens it should meet (p95).", "int"),
+            EditorField(
+                "slo.tbt_ms",
+                "TBT target (ms)",
+                "Time between tokens it should meet (p95). Empty: not set.",
+                "int",
+                placeholder="not set: e.g. 50",
+                nullable=True,
+            ),
             EditorField(
                 "rebalancing.prefill.min",
                 "Prefill min",
-                "Fewest prefill replicas rebalancing may leave.",
+                "Fewest prefill replicas rebalancing may leave. Min and max empty: not set (the planner "
+                "moves nothing).",
                 "int",
+                placeholder="not set",
+                nullable=True,
             ),
-            EditorField("rebalancing.prefill.max", "Prefill max", "Most prefill replicas.", "int"),
-            EditorField("rebalancing.decode.min", "Decode min", "Fewest decode replicas.", "int"),
-            EditorField("rebalancing.decode.max", "Decode max", "Most decode replicas.", "int"),
+            EditorField(
+                "rebalancing.prefill.max",
+                "Prefill max",
+                "Most prefill replicas.",
+                "int",
+                placeholder="not set",
+                nullable=True,
+            ),
+            EditorField(
+                "rebalancing.decode.min",
+                "Decode min",
+                "Fewest decode replicas.",
+                "int",
+                placeholder="not set",
+                nullable=True,
+            ),
+            EditorField(
+                "rebalancing.decode.max",
+                "Decode max",
+                "Most decode replicas.",
+                "int",
+                placeholder="not set",
+                nullable=True,
+            ),
             EditorField(
                 "rebalancing.accelerator_budget",
                 "Accelerator budget",
@@ -362,6 +411,8 @@ def spec_to_values(spec: dict[str, Any]) -> dict[str, str]:
             values[path] = "\n".join(f"{k}={v}" for k, v in dict(value).items())
         elif f.kind == "shape":
             values[path] = ", ".join(str(v) for v in value)
+        elif f.kind == "yaml":
+            values[path] = yaml.safe_dump(value, sort_keys=False, width=4096) if value else ""
         else:
             values[path] = str(value)
     return values
@@ -379,8 +430,22 @@ def values_to_spec(values: Any) -> tuple[dict[str, Any], dict[str, list[str]]]:
         if f.show_for and str(values.get("connector.type", "")) not in f.show_for:
             continue
         if not raw:
+            if f.nullable:  # not set: asked for, never a default filled in behind the operator's back
+                _set(spec, path, None)
             continue
-        if f.kind == "args":
+        if f.kind == "yaml":
+            try:
+                loaded = yaml.safe_load(raw)
+            except yaml.YAMLError as error:
+                mark = getattr(error, "problem_mark", None)
+                where = f" at line {mark.line + 1}" if mark is not None else ""
+                errors[path] = [f"is not valid YAML{where}; fix the indentation or quoting"]
+                continue
+            if not isinstance(loaded, dict):
+                errors[path] = ["must be YAML with metadata, spec and/or engine (a mapping)"]
+                continue
+            _set(spec, path, loaded)
+        elif f.kind == "args":
             try:
                 _set(spec, path, shlex.split(raw))
             except ValueError as error:
