@@ -314,6 +314,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "controlplane.api.schema.error_responses",
         "gateway.openapi.responses_path",  # the gateway's /v1/responses (a lean ASGI app, outside DRF)
+        "gateway.openapi_v1.v1_paths",  # and its other /v1/ endpoints
     ],
     # Swagger UI assets are served from the installed sidecar package, not a CDN (CSP, offline).
     "SWAGGER_UI_DIST": "SIDECAR",

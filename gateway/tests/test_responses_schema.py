@@ -8,7 +8,8 @@ import json
 import jsonschema
 import requests
 
-from gateway import openapi
+from gateway import openapi, openapi_v1
+from gateway.app import KNOWN
 from gateway.tests.conftest import MODEL
 from gateway.tests.test_responses_sdk import SHELL
 
@@ -61,7 +62,7 @@ def test_passed_through_answers_match_the_document(gateway, cluster_stack):
     served_exactly(gateway)
 
 
-def test_the_document_lists_the_endpoint_in_openapi_3_0(client, admin_user):
+def test_the_document_lists_every_gateway_endpoint_in_openapi_3_0(client, admin_user):
     import yaml
     from openapi_spec_validator import validate
 
@@ -71,6 +72,10 @@ def test_the_document_lists_the_endpoint_in_openapi_3_0(client, admin_user):
     operation = document["paths"]["/v1/responses"]["post"]
     assert set(operation["responses"]) == {"200", *openapi.ERRORS}
     assert document["components"]["schemas"]["ResponsesRequest"] == openapi.openapi30(openapi.REQUEST)
+    # and every other endpoint the gateway serves (gateway/openapi_v1.py, test_v1_schema.py)
+    served = {path for path in document["paths"] if path.startswith("/v1/")}
+    assert served == {*KNOWN}
+    assert document["components"]["schemas"]["MessagesResponse"] == openapi.openapi30(openapi_v1.MESSAGE)
 
 
 def test_hostile_bodies_get_a_400_in_the_gateways_error_shape(scripted_gateway):
