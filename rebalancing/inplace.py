@@ -29,6 +29,7 @@ an A replica, and a replacement pod starts as A again (Tandem then drops the ove
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,21 +104,44 @@ def assignment(local: Instance, peers: list[Instance]) -> dict[str, Any]:
     return {"local": node(local), "peers": [node(p) for p in sorted(peers, key=lambda p: p.name)]}
 
 
+def link_states(status: dict[str, Any], peers: list[Instance]) -> dict[str, str]:
+    """Each expected peer's link as the status answer shows it (pod name -> "ok" | why not), from
+    either shape MindIE's own code has for ``GET /v1/status``:
+
+    - MindIE-LLM's server (``HandleStatusV1``) and MindIE-MS's controller, which parses it
+      (``ParseNodeStatusPeers``): ``linkStatus.peers[]`` of ``{"target": <instance id>, "link": "ok" |
+      "failed : <code>" | "failed : pull kv failed."}``;
+    - MindIE-MS's server mock (``tests/ms/dt/common/mindie_server/MindIEServer.cpp``): no ``linkStatus``,
+      a top-level ``peers`` list of the peers' ``server_ip`` on a decode (no per-link state: listed
+      counts as linked), which the controller also validates (``IsValidNodeStatusResp``)."""
+    block = status.get("linkStatus")
+    if isinstance(block, dict) and isinstance(block.get("peers"), list):
+        links = {str(p.get("target")): str(p.get("link")) for p in block["peers"] if isinstance(p, dict)}
+        return {p.name: links.get(str(instance_id(p.name)), "not linked") for p in peers}
+    listed = status.get("peers")
+    if isinstance(listed, list):
+        ips = {str(ip) for ip in listed}
+        return {p.name: "ok" if p.ip in ips else "not linked" for p in peers}
+    return {p.name: "not linked (the status answer has neither linkStatus.peers nor peers)" for p in peers}
+
+
 def status_problem(status: Any, role: str, peers: list[Instance]) -> str:
-    """Why a ``GET /v1/status`` answer does not show ``role`` ready and linked to ``peers`` ('' if so)."""
+    """Why a ``GET /v1/status`` answer does not show ``role`` ready and linked to ``peers`` ('' if so).
+    A prefill's links are opened by its decodes and a mock prefill lists none, so a prefill that shows
+    no peer list at all is not held against it."""
     if not isinstance(status, dict):
         return "the engine's status answer is not a JSON object"
     service = status.get("service") or {}
+    if not isinstance(service, dict):
+        return "the engine's status answer has no 'service' object"
     if service.get("roleStatus") != "RoleReady":
         return f"role status is {service.get('roleStatus')!r}, not 'RoleReady'"
     if service.get("currentRole") != role:
         return f"the engine serves {service.get('currentRole')!r}, not {role!r}"
-    links = {p.get("target"): p.get("link") for p in (status.get("linkStatus") or {}).get("peers") or []}
-    bad = [
-        f"{p.name}: {links.get(instance_id(p.name)) or 'not linked'}"
-        for p in peers
-        if links.get(instance_id(p.name)) != "ok"
-    ]
+    no_list = "linkStatus" not in status and "peers" not in status
+    if role == "prefill" and no_list:
+        return ""
+    bad = [f"{name}: {link}" for name, link in link_states(status, peers).items() if link != "ok"]
     return f"links not up ({'; '.join(bad)})" if bad else ""
 
 
@@ -132,16 +156,33 @@ def busy_count(status: Any) -> int | None:
         return None
 
 
+_LLM_CODE = re.compile(r"\b(LLM_[A-Z_]+)\b")
+
+
 def engine_refusal(status_code: int, body: Any) -> tuple[str, str]:
-    """(code, message) of a refused role assignment: LLM-DataDist's code when the engine names one."""
-    if isinstance(body, dict):
-        code = str(body.get("ret") or "")
-        message = str(body.get("error") or body.get("message") or "")
-        links = body.get("links")
-        if code == "LLM_EXIST_LINK" and isinstance(links, list):
-            message = f"{message} (open links: {', '.join(map(str, links))})"
-        return code or f"http_{status_code}", message or f"HTTP {status_code}"
-    return f"http_{status_code}", f"HTTP {status_code}"
+    """(code, message) of a refused role assignment. MindIE-LLM answers ``{"error": <text>,
+    "error_type": <kind>}`` (``HttpRestResource::WrapperJson``: 422 "Input validation error", 503
+    "Service Unavailable"); an LLM-DataDist status code is taken from ``ret`` when an engine adds one,
+    else from the text; an answer of 200 without ``"result": "ok"`` is no acceptance either."""
+    if not isinstance(body, dict):
+        return f"http_{status_code}", f"HTTP {status_code}"
+    error = body.get("error")
+    if isinstance(error, dict):  # OpenAI-style {"error": {"message": ...}} (an engine without the route)
+        error = error.get("message")
+    message = str(error or body.get("message") or "")
+    found = _LLM_CODE.search(message)
+    code = str(body.get("ret") or (found[1] if found else ""))
+    links = body.get("links")
+    if code == "LLM_EXIST_LINK" and isinstance(links, list):
+        message = f"{message} (open links: {', '.join(map(str, links))})"
+    message = message or str(body.get("error_type") or "")
+    return code or f"http_{status_code}", message or f"HTTP {status_code}"
+
+
+def role_accepted(status_code: int, body: Any) -> bool:
+    """MindIE accepted a role assignment: ``200 {"result": "ok"}`` (``DmiRole::ProcessPDRoleSwitch``;
+    MindIE-MS's controller retries any other 200 answer)."""
+    return status_code == 200 and isinstance(body, dict) and body.get("result") == "ok"
 
 
 # --- SGLang: POST /pd_role_switch; the engine rebuilds its KV transfer side itself -----------------

@@ -8,7 +8,7 @@ back-off of pods that keep failing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypedDict
 
 from telemetry.derive import (
@@ -92,6 +92,7 @@ class PodTarget:
     restarts: int = 0
     group: str = ""  # the serving group (Kthena): pods pair only inside their group
     container: str | None = None  # the serving container, when the pod has several (for its log)
+    devices: tuple[str, ...] = ()  # its NPUs' device IPs (Ascend device plugin), named by LLM-DataDist
 
 
 @dataclass
@@ -269,15 +270,22 @@ def _links(
         return []
     findings: list[LogFinding] = []
     tails = state.get("log_tails") or {}
+    own = {r.target.name: frozenset({r.target.ip, *r.target.devices} - {""}) for r in results}
+    known = frozenset().union(*own.values()) if own else frozenset()
     for pod, lines in sorted(inputs.logs.items()):
-        findings.extend(scan(pod, fresh_lines(tails.get(pod, []), lines), new_state["clusters"]))
+        fresh = fresh_lines(tails.get(pod, []), lines)
+        findings.extend(scan(pod, fresh, new_state["clusters"], own.get(pod, frozenset())))
         new_state["log_tails"][pod] = lines[-ANCHOR:] if lines else tails.get(pod, [])
     for pod, tail in tails.items():  # a pod whose log could not be read this time keeps its place
         new_state["log_tails"].setdefault(pod, tail)
     targets = [r.target for r in results if r.target.ip]
     prefills = [(t.name, t.ip, t.group) for t in targets if t.role == "prefill"]
     decodes = [(t.name, t.ip, t.group) for t in targets if t.role == "decode"]
-    pairs = pairs_of(prefills, decodes)
+    devices = {t.name: t.devices for t in targets}
+    pairs = [
+        replace(p, prefill_devices=devices[p.prefill], decode_devices=devices[p.decode])
+        for p in pairs_of(prefills, decodes)
+    ]
     probes = dict(state.get("probes") or {})
     ids = {key: list(value) for key, value in (state.get("probe_ids") or {}).items()}
     for p in inputs.probes:  # oldest first; a probe already taken in (it is kept for a while) is not new
@@ -304,6 +312,7 @@ def _links(
                 probe=probes.get(key),
                 findings=findings,
                 probe_requests=ids.get(key, []),
+                known=known,
                 links_of_decode=per_decode[pair.decode],
                 now=ts,
                 interval_s=interval_s,

@@ -98,6 +98,8 @@ class PairInput:
     decode: str
     prefill_ip: str
     decode_ip: str
+    prefill_devices: tuple[str, ...] = ()  # NPU device IPs (the Ascend device plugin's annotation)
+    decode_devices: tuple[str, ...] = ()
 
 
 KV_WORDS = ("kv", "transfer", "llm_", "pull", "link")
@@ -179,6 +181,7 @@ def pair_link(
     probe: ProbeResult | None,
     findings: list[LogFinding],
     probe_requests: list[str] | None = None,
+    known: frozenset[str] | None = None,
     links_of_decode: int,
     now: float,
     interval_s: float,
@@ -225,6 +228,9 @@ def pair_link(
         probe_requests=probe_requests
         if probe_requests is not None
         else ([probe["request_id"]] if probe else []),
+        prefill_devices=pair.prefill_devices,
+        decode_devices=pair.decode_devices,
+        known=known,
     )
     status_code = next((f["code"] for f in mine if f["code"]), None)
     for finding in mine:

@@ -14,10 +14,15 @@ recent lines of prefill and decode pods through the Kubernetes API (``pods/log``
   ['<id>', ...] failed: <reason>`` (one finding per request) and ``Failed to connect to bootstrap server
   <addr> (<error type>): <error>``; vllm-ascend's Mooncake connector (prefill side): ``Failed to transfer
   KV cache for request <id>: <error>``.
-- vllm-ascend LLM-DataDist connector (decode side): ``Successfully build link with cluster id <cid> with
-  cluster name pd_comm_<prefill device ip>_<decode device ip> !``, then per pull ``remote cluster id is:
-  <cid>`` and, when it fails, ``... Timeout during pull_blocks, ...``; ``Linking failed, comm id: <id>``;
-  its older connector logs ``local_rank <r> link, ret=<LLM status code>``.
+- vllm-ascend LLM-DataDist connector (``llmdatadist_c_mgr_connector.py``, both sides link): ``try link with
+  remote, comm id: pd_comm_<prefill device ip>_<decode device ip>``, then ``Successfully build link with
+  cluster id <remote cluster id> with cluster name pd_comm_<prefill device ip>_<decode device ip> !`` or
+  ``Linking failed, comm id: <int>`` (raised, so logged as ``KV transfer task failed: ...`` or a thread's
+  traceback); per pull (decode side) ``remote cluster id is: <cid>`` and, when it fails, ``KV transfer task
+  failed: LLMDataDistCMgrConnectorWorker: Timeout during pull_blocks, ...``. The addresses are the NPUs'
+  device IPs, not pod IPs: ``own`` (the pod's addresses, its device IPs among them) tells which side of
+  ``pd_comm_<p>_<d>`` is the peer, and ``for_pair`` matches a peer against each pod's device IPs (the
+  Ascend device plugin's annotation). Its older connector logs ``local_rank <r> link, ret=<code>``.
 - SGLang (decode side): ``Losing connection with prefill instance (bootstrap_addr: <ip:port>)``;
   (prefill side) ``Failed to send kv chunk of <room> to <ip>:<port>``.
 
@@ -55,6 +60,7 @@ _MOONCAKE_BOOTSTRAP = re.compile(r"Failed to connect to bootstrap server (\S+)")
 _DATADIST_LINK = re.compile(
     r"build link with cluster id (\d+) with cluster name pd_comm_([\d.:a-fA-F]+?)_([\d.:a-fA-F]+)"
 )
+_DATADIST_TRY = re.compile(r"try link with remote, comm id: pd_comm_([\d.:a-fA-F]+?)_([\d.:a-fA-F]+)")
 _DATADIST_REMOTE = re.compile(r"remote cluster id is: (\d+)")
 _DATADIST_TIMEOUT = re.compile(r"Timeout during pull_blocks")
 _DATADIST_LINK_FAILED = re.compile(r"Linking failed, comm id: (\S+)")
@@ -83,11 +89,21 @@ def _host(address: str) -> str:
     return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
 
 
-def scan(pod: str, lines: Iterable[str], clusters: dict[str, str]) -> list[LogFinding]:
-    """Findings in one pod's new lines. ``clusters`` (LLM-DataDist cluster id → prefill device IP) is
-    read and extended: the link line comes once, the pulls that name the cluster id come later."""
+def _other(prefill: str, decode: str, own: frozenset[str]) -> str:
+    """The peer's side of ``pd_comm_<prefill>_<decode>`` seen from a pod with addresses ``own`` (the
+    prefill's when the pod is not known to be the prefill: the decode side pulls and logs the most)."""
+    return decode if prefill in own and decode not in own else prefill
+
+
+def scan(
+    pod: str, lines: Iterable[str], clusters: dict[str, str], own: frozenset[str] = frozenset()
+) -> list[LogFinding]:
+    """Findings in one pod's new lines. ``clusters`` (LLM-DataDist cluster id → the peer's device IP) is
+    read and extended: the link line comes once, the pulls that name the cluster id come later. ``own``:
+    the pod's addresses (pod IP and NPU device IPs), to tell the peer in a ``pd_comm_`` name."""
     findings: list[LogFinding] = []
     remote_cluster: str | None = None
+    linking: str | None = None  # the peer of the last link attempt ("try link with remote")
     for raw in lines:
         whole = raw.strip()[:MAX_READ]
         line = whole[:MAX_LINE]
@@ -111,15 +127,19 @@ def scan(pod: str, lines: Iterable[str], clusters: dict[str, str]) -> list[LogFi
             findings.append(_finding(pod, "transfer_failed", line, request=match[1]))
         elif match := _MOONCAKE_BOOTSTRAP.search(line):
             findings.append(_finding(pod, "link_failed", line, peer=_host(match[1])))
+        elif match := _DATADIST_TRY.search(line):
+            linking = _other(match[1], match[2], own)
         elif match := _DATADIST_LINK.search(line):
-            clusters[match[1]] = match[2]
+            clusters[match[1]] = _other(match[2], match[3], own)
+            linking = None
         elif match := _DATADIST_REMOTE.search(line):
             remote_cluster = match[1]
         elif _DATADIST_TIMEOUT.search(line):
             peer = clusters.get(remote_cluster or "")
             findings.append(_finding(pod, "transfer_failed", line, peer=peer))  # it prints no status code
         elif match := _DATADIST_LINK_FAILED.search(line):
-            findings.append(_finding(pod, "link_failed", line))
+            findings.append(_finding(pod, "link_failed", line, peer=linking))
+            linking = None
         elif (match := _DATADIST_RET.search(line)) and match[1] != "LLM_SUCCESS":
             findings.append(_finding(pod, "link_failed", line, code=match[1]))
         elif match := _SGLANG_LOST.search(line):
@@ -144,10 +164,19 @@ def for_pair(
     prefill_ip: str,
     decode_ip: str,
     probe_requests: list[str],
+    prefill_devices: Iterable[str] = (),
+    decode_devices: Iterable[str] = (),
+    known: frozenset[str] | None = None,
 ) -> tuple[list[LogFinding], list[LogFinding]]:
     """(findings about this pair, findings of either pod that cannot be tied to one pair: a request of
-    the clients' traffic, whose pairing only the router knows, or a line that names no peer)."""
+    the clients' traffic, whose pairing only the router knows, or a line that names no peer, or one
+    whose peer address is no pod's). A peer is matched by pod IP or by NPU device IP (``*_devices``,
+    LLM-DataDist names device IPs); ``known``: every address of the topology's pods, when given."""
     mine: list[LogFinding] = []
+    addresses = {
+        prefill: {decode_ip, *decode_devices} - {""},
+        decode: {prefill_ip, *prefill_devices} - {""},
+    }
     unattributed: list[LogFinding] = []
     for finding in findings:
         if finding["pod"] not in (prefill, decode):
@@ -157,9 +186,10 @@ def for_pair(
             mine.append(finding)
         elif request is not None and PROBE_ID_PREFIX in request:
             continue  # another pair's probe is that pair's
+        elif peer is not None and known is not None and _host(peer) not in known:
+            unattributed.append(finding)  # a peer no pod has (gone, or its devices unknown): the pod's
         elif peer is not None:  # a line naming its peer (NIXL's remote_host) belongs to that pair
-            other = decode_ip if finding["pod"] == prefill else prefill_ip
-            if _host(peer) == other:
+            if _host(peer) in addresses[finding["pod"]]:
                 mine.append(finding)
         else:
             unattributed.append(finding)

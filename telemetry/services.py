@@ -25,6 +25,7 @@ from telemetry.health import SLO_LABELS, SloMetric
 from telemetry.models import LatestSnapshot, Point, Rollup, RollupCursor, Series, TelemetryAlert
 from telemetry.series import snapshot_points
 from telemetry.snapshot import Event, OverviewMessage, TelemetryMessage, TopologySnapshot, empty_snapshot
+from telemetry.targets import device_ips, scrape_port
 from topologies.models import Topology
 from topologies.selectors import pod_selector as topology_pod_selector
 
@@ -39,9 +40,12 @@ _series_ids: dict[tuple[int, str], int] = {}
 _series_epochs: dict[int, int] = {}
 
 
-def pod_targets(pods: Iterable[kube.PodInfo]) -> list[PodTarget]:
+def pod_targets(
+    pods: Iterable[kube.PodInfo], *, engine: str = "", spec_port: int | None = None
+) -> list[PodTarget]:
     """The pods worth scraping: not being deleted, not the router; role from Tandem's serving-role label
-    (else its role label or Kthena's)."""
+    (else its role label or Kthena's); the port per engine (MindIE: its metrics plane) and the NPU
+    device IPs the pod's LLM-DataDist links are named by (``telemetry.targets``)."""
     targets = []
     for pod in pods:
         # The role it serves now (an in-place switch relabels it); mid-switch, its template's role.
@@ -56,16 +60,22 @@ def pod_targets(pods: Iterable[kube.PodInfo]) -> list[PodTarget]:
                 name=pod.name,
                 role=role,
                 ip=pod.ip or "",
-                port=pod.container_ports[0] if pod.container_ports else DEFAULT_PORT,
+                port=scrape_port(engine, pod.container_ports, spec_port),
                 ready=pod.ready,
                 phase=pod.phase,
                 detail=pod.reason or None,
                 restarts=pod.restarts,
                 group=pod.labels.get(GROUP_LABEL, ""),
                 container=pod.serving_container,
+                devices=device_ips(pod.annotations),
             )
         )
     return targets
+
+
+def _spec_port(spec: object) -> int | None:
+    port = spec.get("port") if isinstance(spec, dict) else None
+    return port if isinstance(port, int) else None
 
 
 def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
@@ -94,7 +104,7 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         settings=source,
         conn=conn,
         topology=topology,
-        targets=pod_targets(pods),
+        targets=pod_targets(pods, engine=topology.engine, spec_port=_spec_port(topology.spec)),
         state=dict(state),
         now=now,
         interval=interval,

@@ -33,6 +33,7 @@ from rebalancing.inplace import (
     assignment,
     busy_count,
     engine_refusal,
+    role_accepted,
     sglang_busy,
     sglang_live_role,
     status_problem,
@@ -122,7 +123,7 @@ class Engine:
 
     def assign(self, inst: Instance, role: str, peers: list[Instance]) -> None:
         code, body = self.call(inst.name, "POST", f"/v1/role/{role}", assignment(inst, peers))
-        if code != 200:
+        if not role_accepted(code, body):
             ret, message = engine_refusal(code, body)
             raise StepFailed(f"{inst.name} refused POST /v1/role/{role}: {ret}: {message}", ret)
 

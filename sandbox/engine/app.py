@@ -51,6 +51,7 @@ from sandbox.engine.httpbase import (
     unauthorized,
 )
 from sandbox.engine.openai import VLLM_VERSION
+from sandbox.engine.planes import ALL, PLANE_RESOLVER, PlaneResolver, plane_guard
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -245,9 +246,12 @@ async def info(request: web.Request) -> web.Response:
     )
 
 
-def build_app(resolver: EngineResolver, on_crash: CrashHandler) -> web.Application:
-    app = web.Application(client_max_size=32 * 1024 * 1024, middlewares=[count_http])
+def build_app(
+    resolver: EngineResolver, on_crash: CrashHandler, planes: PlaneResolver | None = None
+) -> web.Application:
+    app = web.Application(client_max_size=32 * 1024 * 1024, middlewares=[count_http, plane_guard])
     app[ENGINE_RESOLVER] = resolver
+    app[PLANE_RESOLVER] = planes or (lambda request: ALL)
     app[CRASH_HANDLER] = on_crash
     app.router.add_get("/health", health)
     app.router.add_get("/health_generate", health)  # SGLang's deeper health check

@@ -21,7 +21,12 @@ from sandbox.engine.startup import startup_lines
 from sandbox.engine.vllm_args import connector_family
 
 LOG_LINES = 300
-C_MGR = "llmdatadist_c_mgr_connector.py:521"
+# vllm-ascend's LLM-DataDist connector, the file and line of each line it writes (vllm-project/vllm-ascend
+# 848419d1ba89, vllm_ascend/distributed/llmdatadist_c_mgr_connector.py: the last commit before its removal)
+C_MGR = "llmdatadist_c_mgr_connector.py:969"  # "remote cluster id is: ..." and the pull
+C_MGR_TRY = "llmdatadist_c_mgr_connector.py:784"
+C_MGR_LINKED = "llmdatadist_c_mgr_connector.py:807"
+C_MGR_FAILED = "llmdatadist_c_mgr_connector.py:679"  # start_load_kv's handle_exception
 SGLANG_KV_PORT = 17000  # the decode side's KV receive port SGLang's logs name
 ROLES = ("prefill", "decode")
 
@@ -42,6 +47,7 @@ class SimEngine:
         self.name = pod_key.rsplit("/", 1)[-1]
         self.ip = ip
         self.port = port
+        self.plane_ports: dict[str, int] = {}  # MindIE: plane -> its own port (management, metrics)
         self.spec = spec
         self.labels = labels
         self.cfg = cfg
@@ -188,7 +194,15 @@ class SimEngine:
                 f"link to {peer_name} ({address}) failed: connection refused",
             )
         if fault is not None and fault.kind == "link_down":
-            if self.family == "llm-datadist" and self.vllm:
+            if self.family == "llm-datadist" and self.vllm and link is None:
+                # vllm-ascend links before its first pull from a peer; over a dead network that fails
+                for prefill_ip, decode_ip in _rank_pairs(peer, self):
+                    name = f"pd_comm_{prefill_ip}_{decode_ip}"
+                    self.log(
+                        f"LLMDataDistCMgrConnectorWorker: try link with remote, comm id: {name}",
+                        source=C_MGR_TRY,
+                    )
+            elif self.family == "llm-datadist" and self.vllm:
                 self.log(f"remote cluster id is: {L.cluster_id(peer.name)}", source=C_MGR)
                 self.log("Try pull blocks from remote server", source=C_MGR)
             await asyncio.sleep(self.cfg.kv_timeout_ms / 1000 * self.cfg.time_scale)
@@ -251,6 +265,7 @@ class SimEngine:
     def _pull_failed(
         self, seq: Sequence, peer: SimEngine | None, peer_name: str, address: str, status: str, error: str
     ) -> bool:
+        linked = self.links.get(peer_name) is not None
         link = self.links.get(peer_name) or self.links.open(peer_name, address, "pull", status)
         link.record_failure(status, error)
         if peer is not None:
@@ -259,7 +274,7 @@ class SimEngine:
                 serve.record_failure(status, error)
         self.stats.failed_transfers += 1
         seq.error = f"{status}: {error}"
-        self._log_transfer_failure(seq.request_id, peer, error)
+        self._log_transfer_failure(seq.request_id, peer, error, linked=linked)
         return False
 
     @property
@@ -269,14 +284,21 @@ class SimEngine:
     def _log_link_built(self, peer: SimEngine) -> None:
         """What the connector logs when it connects to a prefill instance (decode side)."""
         if self.family == "llm-datadist" and self.vllm:
-            name = f"pd_comm_{peer.ip}_{self.ip}"
-            self.log(f"LLMDataDistCMgrConnectorWorker: try link with remote, comm id: {name}", source=C_MGR)
+            # One link per TP rank, between the two ranks' NPUs, named by their device IPs.
             cid = L.cluster_id(peer.name)
-            self.log(
-                f"Successfully build link with cluster id {cid} with cluster name {name} !", source=C_MGR
-            )
+            for prefill_ip, decode_ip in _rank_pairs(peer, self):
+                name = f"pd_comm_{prefill_ip}_{decode_ip}"
+                self.log(
+                    f"LLMDataDistCMgrConnectorWorker: try link with remote, comm id: {name}", source=C_MGR_TRY
+                )
+                self.log(
+                    f"Successfully build link with cluster id {cid} with cluster name {name} !",
+                    source=C_MGR_LINKED,
+                )
 
-    def _log_transfer_failure(self, request_id: str, peer: SimEngine | None, error: str) -> None:
+    def _log_transfer_failure(
+        self, request_id: str, peer: SimEngine | None, error: str, *, linked: bool = True
+    ) -> None:
         """The real connectors' failure lines: NIXL and LLM-DataDist on the pulling (decode) side,
         Mooncake on the sending (prefill) side; only NIXL and Mooncake name the request. SGLang's prefill
         names the decode pod's address. Engines whose connector lines are not known (MindIE, LMCache,
@@ -304,12 +326,20 @@ class SimEngine:
                 "ERROR",
                 "mooncake_connector.py:412",
             )
+        elif self.family == "llm-datadist" and peer is not None and not linked:
+            comm_id = L.cluster_id(f"{peer.name}>{self.name}")  # LLM-DataDist's comm id: an integer
+            self.log(
+                "KV transfer task failed: LLMDataDistCMgrConnectorWorker: Linking failed, comm id: "
+                f"{comm_id}",
+                "ERROR",
+                C_MGR_FAILED,
+            )
         elif self.family == "llm-datadist":
             self.log(
-                "LLMDataDistCMgrConnectorWorker: Timeout during pull_blocks, you can try to increase the "
-                "sync_kv_timeout config or checking your connect status",
+                "KV transfer task failed: LLMDataDistCMgrConnectorWorker: Timeout during pull_blocks, you "
+                "can try to increase the sync_kv_timeout config or checking your connect status",
                 "ERROR",
-                C_MGR,
+                C_MGR_FAILED,
             )
 
     def _open_link(self, peer_name: str, peer: SimEngine) -> L.Link:
@@ -453,3 +483,12 @@ class SimEngine:
             "ERROR",
             "async_llm.py",
         )
+
+
+def _rank_pairs(prefill: SimEngine, decode: SimEngine) -> list[tuple[str, str]]:
+    """(prefill device IP, decode device IP) per TP rank, as vllm-ascend names its LLM-DataDist links
+    (``pd_comm_<prefill device ip>_<decode device ip>``); the pod IP stands in for an engine that holds
+    no NPU (the sandbox without its device plugin)."""
+    p_ips = list(prefill.spec.device_ips) or [prefill.ip]
+    d_ips = list(decode.spec.device_ips) or [decode.ip]
+    return list(zip(p_ips, d_ips, strict=False)) or [(prefill.ip, decode.ip)]

@@ -21,6 +21,7 @@ from aiohttp import web
 from sandbox.engine.app import build_app
 from sandbox.engine.config import perf_config
 from sandbox.engine.engine import SimEngine
+from sandbox.engine.planes import ALL, socket_planes
 from sandbox.engine.prefix_cache import PrefixCache
 from sandbox.engine.real import RealEngines, wants_real
 from sandbox.engine.spec import EngineArgumentError, EngineSpec
@@ -35,6 +36,9 @@ class EngineFarm:
         self._engines: dict[str, SimEngine] = {}
         self._sites: dict[str, web.TCPSite] = {}
         self._by_socket: dict[tuple[str, int], SimEngine] = {}
+        # MindIE's management / metrics planes on ports of their own: the extra sites, what each serves
+        self._plane_sites: dict[str, list[web.TCPSite]] = {}
+        self._planes: dict[tuple[str, int], frozenset[str]] = {}
         self._by_address: dict[str, SimEngine] = {}
         self._stores: dict[str, PrefixCache] = {}
         self._old_logs: OrderedDict[str, list[str]] = OrderedDict()
@@ -49,7 +53,7 @@ class EngineFarm:
     async def _ensure_runner(self) -> web.AppRunner:
         if self._runner is None:
             runner = web.AppRunner(
-                build_app(self._resolve, self._on_crash),
+                build_app(self._resolve, self._on_crash, self._planes_of),
                 access_log=None,
                 handle_signals=False,
                 shutdown_timeout=0.5,
@@ -93,6 +97,33 @@ class EngineFarm:
         self._sites[pod_key] = site
         self._by_socket[(ip, engine.port)] = engine
         self._by_address[engine.address] = engine
+        await self._open_planes(engine, runner)
+
+    async def _open_planes(self, engine: SimEngine, runner: web.AppRunner) -> None:
+        """MindIE's management and metrics planes on their own ports, when its config gives them."""
+        spec = engine.spec
+        if spec.management_port is None and spec.metrics_port is None:
+            return
+        by_port = socket_planes(spec.port, spec.management_port, spec.metrics_port)
+        self._planes[(engine.ip, engine.port)] = by_port.pop(spec.port)
+        engine.plane_ports = {}
+        for port, planes in by_port.items():
+            site = web.TCPSite(runner, engine.ip, port, reuse_address=True)
+            await site.start()
+            server = getattr(site, "_server", None)
+            bound = int(server.sockets[0].getsockname()[1]) if server and server.sockets else port
+            self._plane_sites.setdefault(engine.pod_key, []).append(site)
+            self._by_socket[(engine.ip, bound)] = engine
+            self._planes[(engine.ip, bound)] = planes
+            engine.plane_ports.update(dict.fromkeys(planes, bound))
+
+    async def _close_planes(self, engine: SimEngine) -> None:
+        for site in self._plane_sites.pop(engine.pod_key, []):
+            await site.stop()
+        for key in [k for k, v in self._by_socket.items() if v is engine]:
+            self._planes.pop(key, None)
+            if key != (engine.ip, engine.port):
+                del self._by_socket[key]
 
     async def stop(self, pod_key: str, grace_seconds: float) -> None:
         if pod_key in self._real.pods:
@@ -106,6 +137,7 @@ class EngineFarm:
         site = self._sites.pop(pod_key, None)
         if site is not None:
             await site.stop()
+        await self._close_planes(engine)
         deadline = time.monotonic() + max(0.0, grace_seconds)
         while engine.inflight > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.02)
@@ -182,6 +214,18 @@ class EngineFarm:
         if self.on_role_change is not None:
             self.on_role_change(pod_key, role)
 
+    def _planes_of(self, request: web.Request) -> frozenset[str]:
+        sockname = request.transport.get_extra_info("sockname") if request.transport else None
+        return self._planes.get((sockname[0], sockname[1]), ALL) if sockname else ALL
+
+    def plane_address(self, pod_key: str, plane: str) -> tuple[str, int] | None:
+        """Where a MindIE engine serves ``plane`` (``management`` or ``metrics``): its own port, or the
+        service port when its config puts the plane there."""
+        engine = self._engines.get(pod_key)
+        if engine is None:
+            return None
+        return engine.ip, engine.plane_ports.get(plane, engine.port)
+
     def _resolve(self, request: web.Request) -> SimEngine | None:
         sockname = request.transport.get_extra_info("sockname") if request.transport else None
         if not sockname:
@@ -189,8 +233,10 @@ class EngineFarm:
         return self._by_socket.get((sockname[0], sockname[1]))
 
     def _on_crash(self, engine: SimEngine) -> None:
-        site = self._sites.pop(engine.pod_key, None)
-        if site is not None:
+        sites = [self._sites.pop(engine.pod_key, None), *self._plane_sites.pop(engine.pod_key, [])]
+        for site in sites:
+            if site is None:
+                continue
             task = asyncio.get_running_loop().create_task(site.stop())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)

@@ -13,9 +13,11 @@ Real MindIE (inferMode "dmi", LLM-DataDist underneath) is told its role and its 
   "resource": {..., "waitingRequestNum", "runningRequestNum"}, "linkStatus": {"peers": [{"target": id,
   "link": "ok" | "failed : ..."}]}}`.
 
-Where the sandbox is stricter than MindIE (never kinder): a role change is refused with `503` and
-LLM-DataDist's `LLM_EXIST_LINK` while any link of the instance is still open (LLM-DataDist's own
-`switch_role` refuses so; MindIE tears its links down inside the switch), and while requests are in
+Every answer has MindIE-LLM's shapes (`HttpRestResource::WrapperJson`: `{"error", "error_type"}` and no
+other field; docs/ascend.md cites the source). Where the sandbox is stricter than MindIE (never kinder): a
+role change is refused with `503` whose `error` text names LLM-DataDist's `LLM_EXIST_LINK` and the open
+links while any link of the instance is still open (LLM-DataDist's own `switch_role` refuses so; MindIE
+tears its links down inside the switch), and while requests are in
 flight or a prefill still holds KV a decode has not pulled (`runningRequestNum` counts those, as
 MindIE's prefill keeps a request until its KV is released). Linking costs `SANDBOX_LINK_SETUP_MS` per
 peer, unlinking `SANDBOX_LINK_TEARDOWN_MS`, the switch itself `SANDBOX_ROLE_SWITCH_MS` (all times the
@@ -234,14 +236,11 @@ async def post_role(request: web.Request, engine: SimEngine) -> web.Response:
             )
         if len(engine.links):
             open_peers = sorted(link.peer for link in engine.links.open_links())
-            answer = {
-                "error": f"switch_role refused: {L.LLM_EXIST_LINK}, "
-                f"links to {', '.join(open_peers)} are open",
-                "error_type": "Service Unavailable",
-                "ret": L.LLM_EXIST_LINK,
-                "links": open_peers,
-            }
-            return _answer(answer, 503)
+            return _wrapped(
+                f"switch_role refused: {L.LLM_EXIST_LINK}, links to {', '.join(open_peers)} are open. "
+                "Reset to previous node status.",
+                503,
+            )
     st.status = SWITCHING
     st.task = asyncio.get_running_loop().create_task(_run(engine, role, peers))
     return _answer({"result": "ok"})

@@ -22,7 +22,7 @@ import json
 import posixpath
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sandbox.engine import vllm_args
@@ -43,6 +43,11 @@ class EngineSpec:
     mooncake_master: str | None  # "host:port" when the connector needs a Mooncake master
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
+    device_ips: tuple[str, ...] = ()  # its NPUs' device IPs (the Ascend device plugin's annotation)
+    # MindIE's own management and metrics ports (ServerConfig managementPort / metricsPort), when they
+    # differ from ``port``: MindIE then serves its management routes and /metrics only there.
+    management_port: int | None = None
+    metrics_port: int | None = None
 
     def env_dict(self) -> dict[str, str]:
         return dict(self.env)
@@ -95,10 +100,32 @@ def parse_engine_spec(pod: Mapping[str, Any], files: Mapping[str, str] | None = 
     ports = [p.get("containerPort") for p in container.get("ports") or [] if p.get("containerPort")]
     default_port = int(ports[0]) if ports else None
     if kind == "vllm":
-        return _vllm_spec(engine_args, env, labels, default_port)
-    if kind == "sglang":
-        return _sglang_spec(engine_args, env, default_port)
-    return _mindie_spec(engine_args, env, labels, default_port, state.files)
+        spec = _vllm_spec(engine_args, env, labels, default_port)
+    elif kind == "sglang":
+        spec = _sglang_spec(engine_args, env, default_port)
+    else:
+        spec = _mindie_spec(engine_args, env, labels, default_port, state.files)
+    return replace(spec, device_ips=device_ips(metadata.get("annotations") or {}))
+
+
+ASCEND_ANNOTATIONS = (
+    "ascend.kubectl.kubernetes.io/ascend-910-configuration",
+    "ascend.kubectl.kubernetes.io/ascend-npu-configuration",
+)
+
+
+def device_ips(annotations: Mapping[str, Any]) -> tuple[str, ...]:
+    """The device IPs of the pod's NPUs, in the order the Ascend device plugin lists them (its
+    annotation; the rank table vllm-ascend and MindIE link by is built from it); () without NPUs."""
+    for key in ASCEND_ANNOTATIONS:
+        try:
+            data = json.loads(str(annotations.get(key) or "null"))
+            listed = tuple(str(d["device_ip"]) for d in (data or {}).get("devices") or [])
+        except (ValueError, TypeError, KeyError, AttributeError):
+            continue
+        if listed:
+            return listed
+    return ()
 
 
 def _quote(arg: str) -> str:
@@ -329,6 +356,24 @@ def _mindie_listen_problem(files: Mapping[str, str], env: Mapping[str, str]) -> 
     return ""
 
 
+def _mindie_ports(files: Mapping[str, str]) -> tuple[int | None, int | None, int | None]:
+    """(port, managementPort, metricsPort) of MindIE's config.json ServerConfig (MindIE-LLM
+    ``server_config.cpp``: managementPort defaults to port; metricsPort is compulsory there, the sandbox
+    serves /metrics on the service port without it)."""
+    for path, text in files.items():
+        if not path.endswith(".json"):
+            continue
+        try:
+            server = json.loads(text).get("ServerConfig")
+        except (ValueError, AttributeError):
+            continue
+        if not isinstance(server, dict):
+            continue
+        ports = [server.get(k) for k in ("port", "managementPort", "metricsPort")]
+        return tuple(p if isinstance(p, int) and not isinstance(p, bool) else None for p in ports)  # type: ignore[return-value]
+    return None, None, None
+
+
 def _mindie_spec(
     argv: list[str],
     env: dict[str, str],
@@ -357,11 +402,15 @@ def _mindie_spec(
     if raw_port is not None and not raw_port.isdigit():
         raise EngineArgumentError(f"[MIE04E13030A] port '{raw_port}' is not an integer (MINDIE_PORT)")
     model = env.get("MINDIE_MODEL_NAME") or env.get("MODEL_NAME") or labels.get("tandem.io/model") or "mindie"
+    configured, management, metrics = _mindie_ports(files or {})
+    serving = int(raw_port) if raw_port else (configured or port or 1025)
     return EngineSpec(
         engine="mindie",
         role=role,
         model=model,
-        port=int(raw_port) if raw_port else (port or 1025),
+        port=serving,
+        management_port=management if management not in (None, serving) else None,
+        metrics_port=metrics if metrics not in (None, serving) else None,
         kv_connector="llm-datadist" if role != "both" else None,
         mooncake_master=None,
         args=tuple(argv),

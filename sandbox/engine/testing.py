@@ -45,6 +45,7 @@ def engine_spec(
     args: tuple[str, ...] = (),
     env: Mapping[str, str] | None = None,
     port: int = 0,
+    device_ips: tuple[str, ...] = (),
 ) -> EngineSpec:
     connector = CONNECTOR_FOR[engine] if kv_connector == "default" and role != "both" else kv_connector
     if kv_connector == "default" and role == "both":
@@ -60,6 +61,7 @@ def engine_spec(
         mooncake_master=mooncake_master,
         args=args or ((model,) if engine == "vllm" else ("--model-path", model)),
         env=tuple(sorted((env or {}).items())),
+        device_ips=device_ips,
     )
 
 
@@ -79,6 +81,7 @@ class PDStack:
     farm: EngineFarm = field(default_factory=EngineFarm)
     routers: RouterFarm = field(default_factory=RouterFarm)
     pods: list[tuple[str, str, str]] = field(default_factory=list)  # (pod name, role, group)
+    npus: int = 0  # NPUs per engine: device IPs 192.168.<host>.<100 + i>, as the sandbox's device plugin
     base: str = ""
 
     async def __aenter__(self) -> PDStack:
@@ -96,6 +99,7 @@ class PDStack:
                         kv_connector=self.kv_connector,
                         env=self.env,
                         args=self.args,
+                        device_ips=tuple(f"192.168.{host}.{100 + n}" for n in range(self.npus)),
                     )
                     labels = {
                         "modelserving.volcano.sh/role": role,

@@ -267,7 +267,16 @@ def container_ports(spec: TopologySpec, role: str) -> list[dict[str, Any]]:
         ports.append({"name": "nixl", "containerPort": c.side_channel_port, "protocol": "TCP"})
     if c.type == "llm-datadist":
         ports.append({"name": "link", "containerPort": c.link_port, "protocol": "TCP"})
+    if spec.engine == "mindie":
+        ports.append({"name": "metrics", "containerPort": mindie_metrics_port(spec.port), "protocol": "TCP"})
     return ports
+
+
+def mindie_metrics_port(port: int) -> int:
+    """MindIE's metrics plane (``metricsPort``, compulsory in its config.json): MindIE serves /metrics
+    only there when it differs from ``port``. Two above the service port, as MindIE's own defaults
+    (1025 / 1026 / 1027, MindIE-LLM ``src/server/conf/config.json``); telemetry scrapes it there."""
+    return port + 2
 
 
 def resources(role: RoleSpec) -> dict[str, Any]:
@@ -334,6 +343,15 @@ def mindie_config(spec: TopologySpec, role: str) -> dict[str, Any]:
             # single-address, single-port scheme): Tandem reaches it there through the pods proxy for
             # in-place role switches (docs/role-switches.md).
             "managementPort": spec.port,
+            # /metrics on its own plane (docs/ascend.md); the other keys MindIE-LLM's server_config.cpp
+            # makes compulsory, with the values of its shipped config.json (https off: Tandem reaches
+            # the engine over plain HTTP through the pods proxy).
+            "metricsPort": mindie_metrics_port(spec.port),
+            "allowAllZeroIpListening": False,
+            "maxLinkNum": 1000,
+            "httpsEnabled": False,
+            "tokenTimeout": 600,
+            "e2eTimeout": 600,
             "inferMode": "dmi" if c.type == "llm-datadist" else "standard",
             "interCommPort": c.link_port,
         },
