@@ -69,6 +69,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     _rt("", "v1", "events", "Event", short_names=("ev",)),
     _rt("", "v1", "configmaps", "ConfigMap", short_names=("cm",)),
     _rt("", "v1", "secrets", "Secret"),
+    _rt("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", short_names=("pvc",), status=True),
     _rt("", "v1", "serviceaccounts", "ServiceAccount", short_names=("sa",)),
     _rt(
         "apps",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import posixpath
+import re
+from collections.abc import Callable
 from typing import Any
 
 from sandbox.controllers.base import now_iso
@@ -12,6 +14,7 @@ SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
 BROKEN_IMAGE_SUFFIX = "-broken"
 BACKOFF_START = 1.0
 BACKOFF_CAP = 10.0
+_ARGPARSE_ERROR = re.compile(r"^(vllm|vllm serve|api_server\.py|launch_server\.py): error: ")
 
 
 def is_engine_container(container: dict[str, Any]) -> bool:
@@ -60,6 +63,48 @@ def referenced_volumes(pod: dict[str, Any]) -> list[tuple[str, str, str]]:
             if "secret" in source and not source["secret"].get("optional"):
                 refs.append((volume["name"], "secret", source["secret"].get("name", "")))
     return refs
+
+
+def env_config_error(
+    container: dict[str, Any], namespace: str, lookup: Callable[[str, str], dict[str, Any] | None]
+) -> str | None:
+    """Why the kubelet cannot build this container's environment, in its words; None when it can.
+
+    As ``kubelet_pods.go`` makeEnvironmentVariables: ``envFrom`` sources first, then each ``env``
+    entry's ``configMapKeyRef``/``secretKeyRef``; a missing object is the secret/configmap manager's
+    NotFound (``secret "x" not found``), a missing key ``couldn't find key k in Secret ns/x``;
+    ``optional: true`` references are skipped. `lookup(kind, name)` returns the object (kind
+    "secret" or "configmap") in the pod's namespace, or None.
+    """
+    for source in container.get("envFrom") or []:
+        for field_name, kind in (("configMapRef", "configmap"), ("secretRef", "secret")):
+            ref = source.get(field_name)
+            if ref is None:
+                continue
+            name = str(ref.get("name", ""))
+            if lookup(kind, name) is None and not ref.get("optional"):
+                return f'{kind} "{name}" not found'
+    for item in container.get("env") or []:
+        value_from = item.get("valueFrom") or {}
+        for field_name, kind, label in (
+            ("configMapKeyRef", "configmap", "ConfigMap"),
+            ("secretKeyRef", "secret", "Secret"),
+        ):
+            ref = value_from.get(field_name)
+            if ref is None:
+                continue
+            name, key = str(ref.get("name", "")), str(ref.get("key", ""))
+            obj = lookup(kind, name)
+            if obj is None:
+                if ref.get("optional"):
+                    continue
+                return f'{kind} "{name}" not found'
+            keys = set(obj.get("data") or {}) | set(obj.get("binaryData") or {})
+            if kind == "secret":
+                keys |= set(obj.get("stringData") or {})
+            if key not in keys and not ref.get("optional"):
+                return f"couldn't find key {key} in {label} {namespace}/{name}"
+    return None
 
 
 def mounted_files(
@@ -226,6 +271,24 @@ def pod_status(
     ]
     status["conditions"] = merge_conditions(status.get("conditions") or [], conditions)
     return status
+
+
+def exit_code(lines: list[str]) -> int:
+    """How an engine that refused to start exits: 2 when argparse refused its command line (it prints
+    ``prog: error: ...`` and calls ``sys.exit(2)``), else 1 (an exception)."""
+    return 2 if lines and _ARGPARSE_ERROR.match(lines[-1]) else 1
+
+
+def phase(pod: dict[str, Any], statuses_by_name: dict[str, dict[str, Any]]) -> str:
+    """The pod phase from its containers, as the kubelet's getPhase (restartPolicy Always): Pending while
+    a container has never started (waiting with no terminated run before), else Running."""
+    for ct in pod["spec"].get("containers") or []:
+        status = statuses_by_name.get(ct["name"])
+        if status is None:
+            return "Pending"
+        if "waiting" in status.get("state", {}) and not (status.get("lastState") or {}).get("terminated"):
+            return "Pending"
+    return "Running"
 
 
 def next_backoff(current: float) -> float:

@@ -1,12 +1,14 @@
 """The kubelet: runs each scheduled pod's containers and reports their status like a real node.
 
 Per pod: volumes from missing ConfigMaps/Secrets → `FailedMount`, ContainerCreating; the pod IP
-(its own 127.<net>.x.y); images with a tag ending in `-broken` → ErrImagePull / ImagePullBackOff;
+(its own 127.<net>.x.y); a container whose env/envFrom names a missing Secret/ConfigMap or key →
+CreateContainerConfigError until it exists (init containers first: Init:CreateContainerConfigError);
+images with a tag ending in `-broken` → ErrImagePull / ImagePullBackOff;
 the engine container (vLLM/SGLang/MindIE, see `containers.is_engine_container`) becomes a
 simulated engine (`sandbox.engine.farm.EngineFarm`) — Running once started, Ready once `/health`
-answers; an engine that refuses its arguments, needs a Mooncake master no Service provides, or
-crashes → terminated (exit 1), CrashLoopBackOff, restartCount rising, `BackOff` events, and its
-log lines in `pods/log`. Other containers (sidecars, plain images) run and are Ready at once.
+answers; an engine that refuses its arguments (argparse: exit 2), needs a Mooncake master no
+Service provides, or crashes (exit 1) → terminated, CrashLoopBackOff, restartCount rising,
+`BackOff` events, and its log lines in `pods/log`. Other containers (sidecars, plain images) run and are Ready at once.
 Deletion: Terminating until the engine drained in-flight requests (grace period capped by
 `--max-grace`), then the pod is removed.
 """
@@ -233,6 +235,7 @@ class Kubelet(Reconciler):
         else:
             state.ip = self.ips.allocate("pod")
         state.started_at = now_iso()
+        pod = await self._init_config(state, pod)
         init = [
             {
                 "name": ic["name"],
@@ -261,12 +264,18 @@ class Kubelet(Reconciler):
         broken = {
             ct["name"]: ct["image"] for ct in pod["spec"]["containers"] if c.image_is_broken(ct["image"])
         }
+        # The image is pulled before the container's config (env from Secrets/ConfigMaps) is built.
+        blocked = {
+            ct["name"]: error
+            for ct in pod["spec"]["containers"]
+            if ct["name"] not in broken and (error := self._config_error(pod, ct))
+        }
         for ct in pod["spec"]["containers"]:
-            if ct["name"] in broken or ct["name"] == engine_name:
+            if ct["name"] in broken or ct["name"] == engine_name or ct["name"] in blocked:
                 continue
-            self._pulled_created_started(pod, ct)
-            state.statuses[ct["name"]] = c.running(ct["name"], ct["image"], now_iso(), ready=True)
-            state.logs[ct["name"]] = [f"{now_iso()} INFO container {ct['name']} started ({ct['image']})"]
+            self._start_plain(state, pod, ct)
+        config_backoff = 0.0
+        next_config_try = 0.0
         pull_backoff = 0.0
         next_pull = 0.0
         pull_switch_at = 0.0
@@ -302,7 +311,11 @@ class Kubelet(Reconciler):
                         name, image, "ImagePullBackOff", f'Back-off pulling image "{image}"'
                     )
                 pull_switch_at = 0.0
-            if engine_name and engine_name not in broken:
+            if blocked and now >= next_config_try:
+                self._retry_config(state, pod, blocked, engine_name)
+                config_backoff = c.next_backoff(config_backoff)
+                next_config_try = now + config_backoff
+            if engine_name and engine_name not in broken and engine_name not in blocked:
                 if state.engine_running:
                     await self._probe(state, pod, engine_name)
                     if self.farm.has_crashed(state.key):
@@ -314,12 +327,11 @@ class Kubelet(Reconciler):
                     failure = await self._start_engine(state, pod, engine_name)
                     if failure is not None:
                         engine_backoff = await self._crash(
-                            state, pod, engine_name, failure, 1, engine_backoff, stop=False
+                            state, pod, engine_name, failure, c.exit_code(failure), engine_backoff, stop=False
                         )
                         next_engine_try = time.monotonic() + engine_backoff
-            started = any(s.get("started") or "lastState" in s for s in state.statuses.values())
-            self._write(state, pod, "Running" if started else "Pending")
-            steady = state.engine_ready or (engine_name is None and not broken)
+            self._write(state, pod, c.phase(pod, state.statuses))
+            steady = state.engine_ready or (engine_name is None and not broken and not blocked)
             await self._sleep(state, self._period(pod, engine_name) if steady else PROBE_INTERVAL)
 
     @staticmethod
@@ -328,6 +340,79 @@ class Kubelet(Reconciler):
         container = next((ct for ct in containers if ct["name"] == engine_name), {})
         period = (container.get("readinessProbe") or {}).get("periodSeconds")
         return min(READY_PROBE_INTERVAL, max(1.0, float(period))) if period else READY_PROBE_INTERVAL
+
+    def _config_error(self, pod: dict[str, Any], container: dict[str, Any]) -> str | None:
+        namespace = pod["metadata"]["namespace"]
+
+        def lookup(kind: str, name: str) -> dict[str, Any] | None:
+            plural = "secrets" if kind == "secret" else "configmaps"
+            return self.api.store.peek("", plural, namespace, name)
+
+        return c.env_config_error(container, namespace, lookup)
+
+    def _config_failed(self, pod: dict[str, Any], container: dict[str, Any], error: str) -> dict[str, Any]:
+        """The events and status of a container whose config cannot be built (kuberuntime's startContainer:
+        the image is present, generateContainerConfig fails)."""
+        name, image = container["name"], container["image"]
+        self._event(pod, "Pulled", f'Container image "{image}" already present on machine', name)
+        self._event(pod, "Failed", f"Error: {error}", name, warning=True)
+        return c.waiting(name, image, "CreateContainerConfigError", error)
+
+    def _start_plain(self, state: PodState, pod: dict[str, Any], container: dict[str, Any]) -> None:
+        """A container that is not the engine (sidecar, plain image): running and Ready at once."""
+        name, image = container["name"], container["image"]
+        self._pulled_created_started(pod, container)
+        state.statuses[name] = c.running(name, image, now_iso(), ready=True)
+        state.logs[name] = [f"{now_iso()} INFO container {name} started ({image})"]
+
+    def _retry_config(
+        self, state: PodState, pod: dict[str, Any], blocked: dict[str, str], engine_name: str | None
+    ) -> None:
+        """Try again to build the config of containers that could not start: a Secret or ConfigMap created
+        meanwhile lets them start, as on a real node (no redeploy needed)."""
+        for container in pod["spec"]["containers"]:
+            name = container["name"]
+            if name not in blocked:
+                continue
+            error = self._config_error(pod, container)
+            if error is None:
+                del blocked[name]
+                state.statuses.pop(name, None)
+                if name != engine_name:
+                    self._start_plain(state, pod, container)
+                continue
+            blocked[name] = error
+            state.statuses[name] = self._config_failed(pod, container, error)
+
+    async def _init_config(self, state: PodState, pod: dict[str, Any]) -> dict[str, Any]:
+        """Hold the pod in Init:CreateContainerConfigError while an init container's env references a
+        missing Secret/ConfigMap (or key); init containers run in order, so the first such one blocks."""
+        backoff = 0.0
+        while True:
+            inits = pod["spec"].get("initContainers") or []
+            failing = next(
+                ((i, error) for i, ic in enumerate(inits) if (error := self._config_error(pod, ic))), None
+            )
+            if failing is None:
+                state.statuses.clear()
+                return pod
+            index, error = failing
+            statuses: list[dict[str, Any]] = []
+            for i, ic in enumerate(inits):
+                if i < index:
+                    done = c.waiting(ic["name"], ic["image"], "Completed")
+                    done.update(ready=True, state=c.terminated(0, "Completed", state.started_at))
+                    statuses.append(done)
+                elif i == index:
+                    statuses.append(self._config_failed(pod, ic, error))
+                else:
+                    statuses.append(c.waiting(ic["name"], ic["image"], "PodInitializing"))
+            for ct in pod["spec"]["containers"]:
+                state.statuses[ct["name"]] = c.waiting(ct["name"], ct["image"], "PodInitializing")
+            pod = self._write(state, pod, "Pending", {"initContainerStatuses": statuses})
+            backoff = c.next_backoff(backoff)
+            await self._sleep(state, backoff)
+            pod = self._current(state)
 
     def _missing_volumes(self, pod: dict[str, Any]) -> list[tuple[str, str, str]]:
         namespace = pod["metadata"]["namespace"]
@@ -368,7 +453,7 @@ class Kubelet(Reconciler):
         try:
             spec = parse_engine_spec(pod, files)
         except EngineArgumentError as exc:
-            return [str(exc)]
+            return str(exc).splitlines() or [type(exc).__name__]
         if spec.mooncake_master:
             master = spec.mooncake_master
             host = master.rpartition(":")[0] or master

@@ -3,7 +3,8 @@
 When nothing fits, the pod stays Pending with `PodScheduled=False/Unschedulable` and a
 `FailedScheduling` event in the real scheduler's words, e.g.
 "0/4 nodes are available: 4 Insufficient huawei.com/Ascend910. preemption: 0/4 nodes are
-available: 4 No preemption victims found for incoming pod.".
+available: 4 No preemption victims found for incoming pod.". A volume naming a PersistentVolumeClaim
+that does not exist fails before any node is tried (the VolumeBinding plugin's PreFilter).
 """
 
 from __future__ import annotations
@@ -69,9 +70,27 @@ def unschedulable_message(total: int, reasons: Counter[str]) -> str:
     )
 
 
+def missing_claim(pod: dict[str, Any], claims: set[tuple[str, str]]) -> str | None:
+    """The first PersistentVolumeClaim a pod's volumes name that does not exist in its namespace."""
+    namespace = pod["metadata"].get("namespace", "")
+    for volume in pod.get("spec", {}).get("volumes") or []:
+        name = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        if name and (namespace, name) not in claims:
+            return str(name)
+    return None
+
+
+def claim_not_found_message(total: int, claim: str) -> str:
+    """The VolumeBinding plugin's PreFilter rejection (UnschedulableAndUnresolvable: no node is tried)."""
+    return (
+        f'0/{total} nodes are available: persistentvolumeclaim "{claim}" not found. '
+        f"preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
+    )
+
+
 class Scheduler(Reconciler):
     name = "default-scheduler"
-    watches = (("", "pods"), ("", "nodes"))
+    watches = (("", "pods"), ("", "nodes"), ("", "persistentvolumeclaims"))
 
     def __init__(self, api: Any, events: EventRecorder) -> None:
         super().__init__(api)
@@ -97,7 +116,15 @@ class Scheduler(Reconciler):
         free = {
             name: node_free(node, bound[name]) for name, node in ((n["metadata"]["name"], n) for n in nodes)
         }
+        claims = {
+            (c["metadata"].get("namespace", ""), c["metadata"]["name"])
+            for c in self.api.store.iter("", "persistentvolumeclaims")
+        }
         for pod in pending:
+            claim = missing_claim(pod, claims)
+            if claim is not None:
+                self._unschedulable(pods_rt, pod, claim_not_found_message(len(nodes), claim))
+                continue
             requests = pod_requests(pod)
             reasons: Counter[str] = Counter()
             candidates = []

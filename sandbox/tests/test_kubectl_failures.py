@@ -129,7 +129,7 @@ def test_kubectl_events_name_the_causes(sandbox_cluster, failing):
     )
     described = _ok(sandbox_cluster.kubectl("describe", "pod", "bad-flag", "-n", failing))
     assert "CrashLoopBackOff" in described
-    assert "Exit Code:    1" in described
+    assert "Exit Code:    2" in described  # argparse refuses the value and exits 2
 
 
 def test_kubectl_replace_with_a_stale_resource_version_is_a_conflict(sandbox_cluster, failing):
