@@ -95,7 +95,8 @@ def test_adopt_keeps_pods_running_and_release_hands_the_objects_back(
     mine = [c for c in listed.json() if c["namespace"] == namespace]
     assert [(c["kind"], c["name"], c["ok"]) for c in mine] == [("ModelServing", "qwen-pd", True)]
     assert set(mine[0]["objects"]) == {"ModelServing/qwen-pd", "ModelServer/qwen-pd", "ModelRoute/qwen-pd"}
-    assert any("init container downloader" in n["message"] for n in mine[0]["report"]["unsupported"])
+    # carried in the role's pod-template overlay, as given (no longer dropped)
+    assert any("init container downloader" in n["message"] for n in mine[0]["report"]["verbatim"])
 
     adopted = api_client.post(
         "/api/v1/topologies/adopt/",
