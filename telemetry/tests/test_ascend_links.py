@@ -13,6 +13,7 @@ import aiohttp
 
 from kube.workloads import PodInfo
 from sandbox.engine.testing import PDStack
+from telemetry.assemble import LinkInputs, PodResult, PodTarget, build_snapshot, empty_state
 from telemetry.links import PairInput, engine_view, pair_link
 from telemetry.logscan import for_pair, scan
 from telemetry.services import pod_targets
@@ -132,42 +133,71 @@ def test_targets_carry_device_ips_and_mindie_is_scraped_on_its_metrics_plane():
     assert pod_targets([_pod("x", (), {})], engine="mindie")[0].devices == ()
 
 
-async def test_the_sandboxs_vllm_ascend_names_device_ips_and_telemetry_ties_the_failure_to_its_pair():
+async def test_the_sandboxs_vllm_ascend_names_device_ips_and_telemetry_ties_each_failure_to_its_pair():
     env = {"SANDBOX_TIME_SCALE": "0.05"}
     async with (
-        PDStack(prefill=2, kv_connector="LLMDataDistCMgrConnector", npus=1, env=env) as stack,
+        PDStack(prefill=3, kv_connector="LLMDataDistCMgrConnector", npus=1, env=env) as stack,
         aiohttp.ClientSession() as session,
     ):
         engines = {name: stack.farm.engine(f"sim/{name}") for name, _, _ in stack.pods}
         devices = {name: engine.spec.device_ips for name, engine in engines.items() if engine}
         ips = {name: engine.ip for name, engine in engines.items() if engine}
-        decode, bad = stack.url("decode-0-0"), stack.url("prefill-0-1")
+        decode = stack.url("decode-0-0")
         body = {"model": "sim-model", "prompt": "hello " * 40, "max_tokens": 1}
-        # both links are built by traffic, then the one to prefill-0-1 dies and a pull over it times out
-        for step, prefill in enumerate((stack.url("prefill-0-0"), bad, bad)):
-            if step == 2:
-                await session.post(
-                    f"{decode}/sandbox/faults", json={"kind": "link_down", "peer": "prefill-0-1"}
-                )
-            async with session.post(
-                f"{prefill}/v1/completions", json={**body, "kv_transfer_params": {"do_remote_decode": True}}
-            ) as r:
+
+        async def through(prefill: str, fault: bool = False) -> None:
+            if fault:
+                await session.post(f"{decode}/sandbox/faults", json={"kind": "link_down", "peer": prefill})
+            first = {**body, "kv_transfer_params": {"do_remote_decode": True}}
+            async with session.post(f"{stack.url(prefill)}/v1/completions", json=first) as r:
                 params = (await r.json())["kv_transfer_params"]
-            async with session.post(
-                f"{decode}/v1/completions", json={**body, "kv_transfer_params": params}
-            ) as r:
+            second = {**body, "kv_transfer_params": params}
+            async with session.post(f"{decode}/v1/completions", json=second) as r:
                 await r.read()
+
+        # links to prefill-0-0 and -0-1 are built by traffic; then the one to -0-1 dies and a pull over
+        # it times out; the one to -0-2 is dead before it was ever built, so linking fails
+        await through("prefill-0-0")
+        await through("prefill-0-1")
+        await through("prefill-0-1", fault=True)
+        await through("prefill-0-2", fault=True)
         lines = stack.farm.logs("sim/decode-0-0")
     assert any(f"pd_comm_{devices['prefill-0-0'][0]}_{devices['decode-0-0'][0]}" in line for line in lines)
     assert not any(f"pd_comm_{ips['prefill-0-0']}" in line for line in lines)  # device IPs, not pod IPs
     own = frozenset({ips["decode-0-0"], *devices["decode-0-0"]})
     findings = scan("decode-0-0", lines, {}, own)
-    assert [f["kind"] for f in findings] == ["transfer_failed"]
+    assert [f["kind"] for f in findings] == ["transfer_failed", "link_failed"]
     known = frozenset(ips.values()) | {d for ds in devices.values() for d in ds}
-    for prefill, expected in (("prefill-0-1", findings), ("prefill-0-0", [])):
+    for prefill, expected in (
+        ("prefill-0-0", []),
+        ("prefill-0-1", findings[:1]),
+        ("prefill-0-2", findings[1:]),
+    ):
         mine, unattributed = for_pair(
             findings, prefill=prefill, decode="decode-0-0", prefill_ip=ips[prefill],
             decode_ip=ips["decode-0-0"], probe_requests=[], prefill_devices=devices[prefill],
             decode_devices=devices["decode-0-0"], known=known,
         )  # fmt: skip
-        assert (mine, unattributed) == (expected, [])
+        assert (mine, unattributed) == (expected, []), prefill
+
+
+def test_a_collection_ties_the_decodes_timeout_to_the_pair_through_the_pods_device_ips():
+    """The whole collection: pod targets carry device IPs, the decode's log is scanned with its own
+    addresses, and only the pair whose prefill's device IP the link line named is down."""
+    targets = [
+        PodTarget(P0, "prefill", "10.0.0.5", 8000, True, "Running", devices=(P0_DEV,)),
+        PodTarget(P1, "prefill", "10.0.0.6", 8000, True, "Running", devices=(P1_DEV,)),
+        PodTarget(D, "decode", "10.0.0.7", 8000, True, "Running", devices=(D_DEV,)),
+    ]
+    inputs = LinkInputs(
+        view=engine_view("vllm-ascend", "llm-datadist"),
+        logs={D: [*linked(P0_DEV, 1), *linked(P1_DEV, 2), *pulled_and_timed_out(2)]},
+    )
+    snapshot, state, _ = build_snapshot(
+        topology_id=1, ts=1000.0, interval_s=2.0, results=[PodResult(target=t) for t in targets],
+        state=empty_state(), slo_ttft_ms=None, slo_tbt_ms=None, open_alerts=set(), alert_intervals=3,
+        link_slow_ms=250.0, events=[], link_inputs=inputs,
+    )  # fmt: skip
+    states = {(link["prefill"], link["decode"]): link["state"] for link in snapshot["links"]}
+    assert states[(P1, D)] == "down" and states[(P0, D)] != "down"
+    assert state["clusters"] == {"1": P0_DEV, "2": P1_DEV}
