@@ -10,6 +10,7 @@ they add to what the source runs without changing what it said.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,9 +39,23 @@ class Difference:
         return f"{short(self.source)} → {short(self.rendered)}"
 
 
+def _tokens(args: list[Any]) -> list[str]:
+    """Arguments as the program sees them: a ``sh -c`` script's one string split like a shell would."""
+    out: list[str] = []
+    for arg in (str(a) for a in args):
+        if any(c.isspace() for c in arg.strip()):
+            try:
+                out += shlex.split(arg.replace("\\\n", " "))
+                continue
+            except ValueError:
+                pass
+        out.append(arg)
+    return out
+
+
 def _args(source: list[Any], rendered: list[Any]) -> str:
     """A command line's change in words: the arguments the render drops and adds."""
-    left, right = [str(t) for t in source], [str(t) for t in rendered]
+    left, right = _tokens(source), _tokens(rendered)
     dropped = [t for t in left if t not in right]
     added = [t for t in right if t not in left]
     parts = []

@@ -220,7 +220,8 @@ def read_role(
         latest = image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]
         engine_fields["imagePullPolicy"] = "Always" if latest and "@" not in image else "IfNotPresent"
     for key in sorted(set(engine_fields) - {"name"}):
-        report.verbatim(f"{csrc}.{key}", f"pod_overlay.engine.{key}", f"container field {key}, as given")
+        given = "as given" if key in container else "Kubernetes' default for this image, written out"
+        report.verbatim(f"{csrc}.{key}", f"pod_overlay.engine.{key}", f"container field {key}, {given}")
     draft.image = str(container.get("image", ""))
     report.mapped(f"{csrc}.image", "image", draft.image)
     try:

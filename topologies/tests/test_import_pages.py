@@ -27,7 +27,7 @@ def test_preview_lists_the_three_kinds_and_saves_nothing(client, operator, clust
     assert response.status_code == 200
     page = response.content.decode()
     assert 'data-kind="mapped"' in page and 'data-kind="unsupported"' in page
-    assert "init container downloader" in page  # what cannot be represented is named
+    assert "init container downloader" in page  # carried in the overlay, and named
     assert "--max-model-len 8192" in page  # kept verbatim
     assert "Create topology" in page
     assert not Topology.objects.exists()
