@@ -3,7 +3,8 @@
 Control: ``POST /sandbox/apiserver/faults`` (bearer token as for the API) with ``{"kind": KIND, ...}``,
 ``GET`` lists them, ``DELETE`` (optionally ``?kind=``) clears them. ``python -m sandbox fault --kubeconfig F``
 and ``SandboxCluster.api_fault(...)`` wrap it. Kinds:
-- ``http_5xx`` {status=503}: answer that status with a Kubernetes ``Status`` body.
+- ``http_5xx`` {status=503}: answer that status with a Kubernetes ``Status`` body; a 4xx too (e.g. 403
+  Forbidden, as when the client's RBAC was revoked).
 - ``throttle`` {retry_after=1}: 429 TooManyRequests with ``Retry-After`` (seconds), as API priority and
   fairness does.
 - ``latency`` {delay_ms=1000}: answer late (the request is then served normally).
@@ -87,7 +88,7 @@ def parse_fault(body: Any) -> ApiFault:
     kind = body.get("kind")
     if kind not in KINDS:
         raise FaultError("kind", f"kind must be one of {', '.join(KINDS)}")
-    status = int(_number(body, "status", 503, 500, 599))
+    status = int(_number(body, "status", 503, 400, 599))
     count = body.get("count")
     if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
         raise FaultError("count", "count must be a whole number ≥ 1 (or omitted: until cleared)")
@@ -176,8 +177,10 @@ async def respond(table: FaultTable, request: web.Request) -> web.StreamResponse
         response.headers["Retry-After"] = f"{fault.retry_after:g}"
         return response
     if fault.kind == "http_5xx":
-        reason = {503: "ServiceUnavailable", 504: "Timeout"}.get(fault.status, "InternalError")
-        return _json(status_body(fault.status, reason, "injected server error"), fault.status)
+        reasons = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 429: "TooManyRequests"}
+        reasons.update({503: "ServiceUnavailable", 504: "Timeout"})
+        reason = reasons.get(fault.status, "BadRequest" if fault.status < 500 else "InternalError")
+        return _json(status_body(fault.status, reason, f"injected {fault.status} error"), fault.status)
     # watch_gone: the stream opens, then one ERROR event says the resourceVersion is too old.
     stream = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
     await stream.prepare(request)
