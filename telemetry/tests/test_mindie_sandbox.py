@@ -37,8 +37,10 @@ def test_mindie_pods_are_scraped_on_their_metrics_port(sandbox_cluster, db, oper
     topology = topology_create(cluster=cluster, spec=spec, actor=operator)
     conn = cluster_connection(cluster)
     kube.apply_objects(conn, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
-    kube.apply_objects(conn, topology.current_revision.manifests)
-    topology.deployed_revision = topology.current_revision
+    revision = topology.current_revision
+    assert revision is not None
+    kube.apply_objects(conn, revision.manifests)
+    topology.deployed_revision = revision
     topology.save(update_fields=["deployed_revision"])
     try:
         deadline = time.monotonic() + 60
