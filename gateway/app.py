@@ -15,14 +15,15 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import redis
 from django.conf import settings
 
 from controlplane.client_ip import resolve_client_ip
-from gateway import anthropic, cancel, dispatch, tokencount
+from gateway import anthropic, cancel, dispatch, reserve, tokencount
 from gateway.errors import GatewayError, anthropic_body, openai_body
 from gateway.recorder import RequestRecord, recorder
 from gateway.responses import serve as responses
-from gateway.routes import RouteEntry, RouteTable, current
+from gateway.routes import RouteEntry, RouteTable, current, peek
 from keys import tokens
 from keys.hotpath import KeyRefused
 from keys.hotpath_async import AsyncGrant, authenticate
@@ -43,6 +44,35 @@ KNOWN = {
     RESPONSES: "POST",
     COUNT_TOKENS: "POST",
 }
+# Paths of an SDK whose base URL lacks /v1 (`http://host` instead of `http://host/v1`): the ASGI
+# router sends them here for a JSON 404 that says so (controlplane.asgi), not Django's HTML one.
+MISSING_V1 = frozenset(path.removeprefix("/v1") for path in KNOWN) | {"/embeddings"}
+
+
+def missing_v1(path: str) -> bool:
+    return path.rstrip("/") in MISSING_V1
+
+
+def _unknown_path(path: str) -> GatewayError:
+    if path in MISSING_V1:
+        return GatewayError(
+            404,
+            "missing_v1",
+            f"No endpoint {path}: the gateway's paths start with /v1. Set the client's base URL to end in "
+            f'/v1 (e.g. `base_url="https://<tandem>/v1"`), so it calls /v1{path}.',
+        )
+    if path.startswith("/v1/v1/"):
+        return GatewayError(
+            404,
+            "doubled_v1",
+            f"No endpoint {path}: /v1 appears twice. The client adds the path after its base URL; "
+            f"end the base URL in a single /v1, so it calls {path.removeprefix('/v1')}.",
+        )
+    return GatewayError(
+        404, "unknown_endpoint", f"No endpoint {path}; this gateway serves {', '.join(KNOWN)}."
+    )
+
+
 # Errors a retry cannot mend: the SDKs (OpenAI's, Anthropic's, and so Claude Code) do not retry an
 # answer that says `x-should-retry: false`, so a wrong key is one readable refusal, not a retry storm.
 FINAL_STATUSES = (400, 401, 403, 404, 405, 413)
@@ -126,6 +156,22 @@ def _parse(body: bytes) -> dict[str, Any]:
     return parsed
 
 
+def _try_parse(body: bytes) -> tuple[dict[str, Any] | None, GatewayError | None]:
+    try:
+        return _parse(body), None
+    except GatewayError as error:
+        return None, error
+
+
+def _context_for(request: dict[str, Any] | None) -> int | None:
+    """The served model's context length, when the route table knows it (None before it is loaded)."""
+    if not request or not isinstance(request.get("model"), str):
+        return None
+    table = peek()
+    entry = table.by_name.get(request["model"]) if table is not None else None
+    return entry.context if entry is not None else None
+
+
 def _visible(table: RouteTable, grant: AsyncGrant) -> list[RouteEntry]:
     return [entry for entry in table.entries() if entry.allowed_by(grant.record.allowed_models)]
 
@@ -187,15 +233,18 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
                 "or delete. Send the whole conversation in `input` with `store: false`.",
             )
         if wanted is None:
-            raise GatewayError(
-                404, "unknown_endpoint", f"No endpoint {path}; this gateway serves {', '.join(KNOWN)}."
-            )
+            raise _unknown_path(path)
         if method != wanted:
             raise GatewayError(405, "method_not_allowed", f"{path} takes {wanted}.")
         token = _token(scope)
         source_ip = _source_ip(scope)
+        # The body comes first: its most tokens are reserved against the key's limits at admission.
+        raw = b"" if path == MODELS else await _read_body(receive)
+        request, problem = _try_parse(raw) if path != MODELS else ({}, None)
+        context = _context_for(request)
+        wants = reserve.reservation(path, request, body_bytes=len(raw), context=context)
         try:
-            grant = await authenticate(token, kind="inference", source_ip=source_ip)
+            grant = await authenticate(token, kind="inference", source_ip=source_ip, reserve=wants)
         except KeyRefused as refused:
             dispatch.record_auth_failure(refused, source_ip=source_ip, path=path, token=token)
             raise _refusal(refused) from None
@@ -206,8 +255,8 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
             await _send_models(send, _visible(table, grant))
             outcome.status = 200
             return
-        raw = await _read_body(receive)
-        request = _parse(raw)
+        if problem is not None or request is None:
+            raise problem or GatewayError(400, "invalid_json", "The body is not valid JSON.")
         outcome.model = str(request["model"])
         entry = _route(table, grant, outcome.model)
         outcome.entry = entry
@@ -224,6 +273,19 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         outcome.error_code = error.code
         if not outcome.started:
             await _send_error(send, error, messages_api=messages_api)
+    except redis.RedisError:  # Redis trouble outside the limits (they serve on without it): say so
+        logger.warning("gateway request to %s met a Redis error", path, exc_info=True)
+        outcome.status = 503
+        outcome.error_code = "redis_unavailable"
+        failure = GatewayError(
+            503,
+            "redis_unavailable",
+            "The gateway cannot reach Redis right now; retry in a few seconds. "
+            "If it persists, the operator should check Redis (REDIS_URL).",
+            headers={"retry-after": "2"},
+        )
+        if not outcome.started:
+            await _send_error(send, failure, messages_api=messages_api)
     except (ConnectionResetError, OSError):
         outcome.status = 499
         outcome.error_code = "client_gone"

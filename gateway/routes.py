@@ -41,6 +41,8 @@ class RouteEntry:
     breaker_open_seconds: float
     # The engine serves /v1/responses itself (vLLM does; SGLang and MindIE get it translated).
     responses_passthrough: bool = False
+    # The served model's context length (its engine's --max-model-len / --context-length), if known.
+    context: int | None = None
 
     def allowed_by(self, allowed: tuple[str, ...]) -> bool:
         """A key's allow-list names the model served, an alias or the topology."""
@@ -94,10 +96,19 @@ _holders: dict[int, _Holder] = {}
 
 
 async def _refresh(holder: _Holder) -> None:
-    from keys.hotpath_async import _client
+    from keys.hotpath_async import REDIS_DOWN, _client
 
     client, _, _ = _client()
-    value = await client.get(generation_key())
+    try:
+        value = await client.get(generation_key())
+    except REDIS_DOWN:
+        if holder.table is not None:
+            raise
+        # Redis away at the first request: load the routes from the database all the same (an
+        # impossible generation, so the watcher reloads them once Redis answers).
+        logger.warning("Redis is not answering: loading the gateway's routes without their generation")
+        holder.table = await sync_to_async(load_table)("redis-away")
+        return
     generation = value.decode() if isinstance(value, bytes) else "none"
     if holder.table is None or holder.table.generation != generation:
         holder.table = await sync_to_async(load_table)(generation)
@@ -112,6 +123,12 @@ async def _watch(holder: _Holder) -> None:
                 await _refresh(holder)
         except Exception:  # Redis or the database away: keep serving the table we have
             logger.warning("could not check the gateway's routes for changes; serving the last known ones")
+
+
+def peek() -> RouteTable | None:
+    """The table this event loop holds now, if loaded (no I/O)."""
+    holder = _holders.get(id(asyncio.get_running_loop()))
+    return holder.table if holder is not None else None
 
 
 async def current() -> RouteTable:

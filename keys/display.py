@@ -10,12 +10,16 @@ STATUS_CLASS = {
     "expired": "state-stale",
     "revoked": "state-bad",
     "exhausted": "state-warn",
+    "unknown": "state-unknown",
 }
+STATUS_LABEL = {"unknown": "unknown: Redis unreachable"}
 STATUS_HINT = {
     "active": "Accepted now.",
     "expired": "Past its expiry: refused. Create a new key.",
     "revoked": "Revoked: refused everywhere. Create a new key.",
     "exhausted": "A quota is used up: refused until it resets.",
+    "unknown": "Redis is unreachable, so this key's usage cannot be read: whether a limit is used up is "
+    "unknown. The gateway serves it within a share of each limit per process until Redis is back.",
 }
 QUOTA_LABELS = {
     "requests_per_day": ("requests today", "requests_today"),
@@ -156,6 +160,7 @@ class KeyRow:
 
     key: object
     status: str
+    status_label: str
     status_class: str
     status_hint: str
     expiry: Expiry
@@ -204,6 +209,7 @@ def key_row(
     return KeyRow(
         key=key,
         status=status,
+        status_label=STATUS_LABEL.get(status, status),
         status_class=STATUS_CLASS.get(status, "state-unknown"),
         status_hint=STATUS_HINT.get(status, ""),
         expiry=expiry(expires_at, now),

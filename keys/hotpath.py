@@ -185,10 +185,25 @@ def parse_or_refuse(raw: str) -> tokens.Parsed:
 
 def over_limit(outcome: limits.OverLimit, record: KeyRecord) -> KeyRefused:
     details = outcome.details()
+    name = outcome.limit.replace("_", " ")
+    if outcome.limit.startswith("tokens_") and outcome.needed > outcome.allowed:
+        return KeyRefused(
+            400,
+            "max_tokens_over_limit",
+            f"This request may cost up to {outcome.needed} tokens (its prompt and `max_tokens`), more than "
+            f"this key's {name} limit ({outcome.allowed}) allows at all: lower `max_tokens`.",
+            record=record,
+            detail=details,
+        )
+    reserved = (
+        f" with this request's {outcome.needed} reserved tokens (its prompt and `max_tokens`)"
+        if outcome.limit.startswith("tokens_") and outcome.needed > 1
+        else ""
+    )
     return KeyRefused(
         429,
         "limit_exceeded",
-        f"Over this key's {outcome.limit.replace('_', ' ')} limit ({outcome.allowed}); "
+        f"Over this key's {name} limit ({outcome.allowed}){reserved}; "
         f"it resets at {outcome.resets_at.isoformat()}.",
         retry_after=int(str(details["retry_after"])),
         record=record,
@@ -231,7 +246,7 @@ def authenticate(raw: str, *, kind: str, source_ip: str | None) -> Grant:
                 raise
             record = _reload(parsed.token, current)
             continue
-        outcome = limits.acquire(record, slot=uuid.uuid4().hex, source_ip=source_ip, now=now)
+        outcome = limits.acquire(record, slot=uuid.uuid4().hex, source_ip=source_ip)
         if isinstance(outcome, limits.Stale):
             record = _reload(parsed.token, outcome.generation)
             continue

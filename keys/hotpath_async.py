@@ -13,18 +13,20 @@ redis-py retries its commands.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from keys import limits, tokens
+from keys import limits, outage, tokens
 from keys.hotpath import (
     UNKNOWN,
     KeyRefused,
@@ -37,7 +39,11 @@ from keys.hotpath import (
 )
 from keys.records import KeyRecord
 
+logger = logging.getLogger(__name__)
+# Redis unreachable (refused, reset, timed out, loading): served on in-process limits (keys.outage).
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 _clients: dict[int, tuple[aioredis.Redis, Any, Any]] = {}
+_renew_scripts: dict[int, Any] = {}
 _lanes: dict[int, _Lane] = {}
 
 
@@ -58,6 +64,7 @@ def _client() -> tuple[aioredis.Redis, Any, Any]:
             client.register_script(limits.SETTLE_LUA),
         )
         _clients[loop_id] = found
+        _renew_scripts[loop_id] = client.register_script(limits.RENEW_LUA)
         _lanes[loop_id] = _Lane(client.connection_pool)
     return found
 
@@ -105,20 +112,71 @@ class _Lane:
 
 
 class AsyncGrant:
-    def __init__(self, record: KeyRecord, slot: str, crossed: tuple[str, ...]) -> None:
+    """A request admitted; ``settle`` it when the response is done. While it lives, its concurrency
+    slot's lease is renewed every third of :data:`keys.limits.SLOT_LEASE_SECONDS`."""
+
+    def __init__(
+        self,
+        record: KeyRecord,
+        slot: str,
+        crossed: tuple[str, ...],
+        *,
+        reserved: int = 0,
+        windows: tuple[str, str, str] = ("", "", ""),
+        local: bool = False,
+    ) -> None:
         self.record = record
         self.slot = slot
         self.crossed = crossed
+        self.reserved = reserved
+        self.windows = windows
+        self.local = local  # admitted by this process while Redis was away (keys.outage)
+        self._renewal: asyncio.Task[None] | None = None
+        if slot and not local:
+            self._renewal = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        client, _, _ = _client()
+        script = _renew_scripts[id(asyncio.get_running_loop())]
+        key = limits.counter_key(self.record.key_id, "conc", "slots")
+        while True:
+            await asyncio.sleep(limits.SLOT_LEASE_SECONDS / 3)
+            try:
+                await script(keys=[key], args=[self.slot, str(limits.SLOT_LEASE_SECONDS)], client=client)
+            except Exception:  # Redis away: the lease may lapse; the next renewal tries again
+                logger.warning("could not renew a request's concurrency slot in Redis")
 
     async def settle(self, *, tokens_used: int = 0) -> tuple[str, ...]:
-        if not self.slot and tokens_used <= 0:
+        if self._renewal is not None:
+            self._renewal.cancel()
+            self._renewal = None
+        slot, reserved, self.slot, self.reserved = self.slot, self.reserved, "", 0
+        if self.local:
+            outage.settle_here(
+                self.record, slot=slot, tokens=tokens_used, reserved=reserved, windows=self.windows
+            )
             return ()
-        client, _, settle_script = _client()
-        now = datetime.now(UTC)
-        command = _settle_command(self.record, slot=self.slot, tokens=tokens_used, now=now)
-        self.slot = ""
-        reply = await _evalsha(client, settle_script, command)
-        return tuple(part.decode() if isinstance(part, bytes) else str(part) for part in reply[1:])
+        if not slot and tokens_used <= 0 and reserved <= 0:
+            return ()
+        entry = outage.Settle(self.record, slot, max(0, tokens_used), reserved, self.windows)
+        if outage.redis_away():
+            outage.settle_later(entry)
+            return ()
+        try:
+            return await _settle(entry)
+        except REDIS_DOWN:
+            outage.mark_down()
+            outage.settle_later(entry)  # counted when Redis answers again: no usage lost
+            return ()
+
+
+async def _settle(entry: outage.Settle) -> tuple[str, ...]:
+    client, _, settle_script = _client()
+    command = _settle_command(
+        entry.record, slot=entry.slot, tokens=entry.tokens, reserved=entry.reserved, windows=entry.windows
+    )
+    reply = await _evalsha(client, settle_script, command)
+    return tuple(part.decode() if isinstance(part, bytes) else str(part) for part in reply[1:])
 
 
 def _bulk(value: str) -> bytes:
@@ -128,6 +186,8 @@ def _bulk(value: str) -> bytes:
 
 # Stand-ins for a request's own values while a key's call of the minute is built (never sent).
 _SLOT, _ADDRESS, _TOKENS = "\x00slot\x00", "\x00address\x00", 9_007_199_254_740_993
+_RESERVE, _RESERVED = 9_007_199_254_740_995, 9_007_199_254_740_997
+_WINDOWS = ("\x00minute\x00", "\x00day\x00", "\x00month\x00")
 
 
 class _Packed:
@@ -144,7 +204,8 @@ class _Packed:
     def fill(self, **values: str) -> list[bytes]:
         parts = list(self.parts)
         for name, value in values.items():
-            parts[self.holes[name]] = _bulk(value)
+            if name in self.holes:
+                parts[self.holes[name]] = _bulk(value)
         return parts
 
     def command(self, sha: str, parts: list[bytes]) -> bytes:
@@ -173,17 +234,18 @@ class _Calls:
 
 
 def _acquire_build(record: KeyRecord, now: datetime) -> tuple[list[str], list[str], dict[str, str]]:
-    keys, args = limits.acquire_call(record, slot=_SLOT, source_ip=_ADDRESS, now=now)
-    return keys, args, {"slot": _SLOT, "source_ip": _ADDRESS, "now": _stamp(now)}
+    keys, args = limits.acquire_call(record, slot=_SLOT, source_ip=_ADDRESS, reserve=_RESERVE)
+    holes = {"slot": _SLOT, "source_ip": _ADDRESS}
+    if limits.has_token_limit(record):
+        holes["reserve"] = str(_RESERVE)
+    return keys, args, holes
 
 
 def _settle_build(record: KeyRecord, now: datetime) -> tuple[list[str], list[str], dict[str, str]]:
-    keys, args = limits.settle_call(record, slot=_SLOT, tokens=_TOKENS, now=now)
-    return keys, args, {"slot": _SLOT, "tokens": str(_TOKENS)}
-
-
-def _stamp(now: datetime) -> str:
-    return f"{now.timestamp():.6f}"  # as limits.acquire_call writes it
+    keys, args = limits.settle_call(record, slot=_SLOT, tokens=_TOKENS, reserved=_RESERVED, windows=_WINDOWS)
+    holes = {"slot": _SLOT, "tokens": str(_TOKENS), "reserved": str(_RESERVED)}
+    holes.update(zip(("minute", "day", "month"), _WINDOWS, strict=True))
+    return keys, args, holes
 
 
 _acquire_calls = _Calls(_acquire_build)
@@ -191,20 +253,32 @@ _settle_calls = _Calls(_settle_build)
 Command = tuple[_Packed, list[bytes]]
 
 
-def _acquire_command(record: KeyRecord, *, slot: str, source_ip: str | None, now: datetime) -> Command:
+def _acquire_command(
+    record: KeyRecord, *, slot: str, source_ip: str | None, reserve: int, now: datetime
+) -> Command:
     call = _acquire_calls.get(record, now)
     if call.complete:
-        return call, call.fill(slot=slot, source_ip=source_ip or "", now=_stamp(now))
-    keys, args = limits.acquire_call(record, slot=slot, source_ip=source_ip, now=now)
+        return call, call.fill(slot=slot, source_ip=source_ip or "", reserve=str(max(0, reserve)))
+    keys, args = limits.acquire_call(record, slot=slot, source_ip=source_ip, reserve=reserve)
     whole = _Packed(keys, args, {})  # limits' layout hid a value from the holes: pack this call whole
     return whole, whole.parts
 
 
-def _settle_command(record: KeyRecord, *, slot: str, tokens: int, now: datetime) -> Command:
-    call = _settle_calls.get(record, now)
+def _settle_command(
+    record: KeyRecord, *, slot: str, tokens: int, reserved: int, windows: tuple[str, str, str]
+) -> Command:
+    call = _settle_calls.get(record, limits.now_utc())
     if call.complete:
-        return call, call.fill(slot=slot, tokens=str(max(0, tokens)))
-    keys, args = limits.settle_call(record, slot=slot, tokens=tokens, now=now)
+        minute, day, month = windows
+        return call, call.fill(
+            slot=slot,
+            tokens=str(max(0, tokens)),
+            reserved=str(max(0, reserved)),
+            minute=minute,
+            day=day,
+            month=month,
+        )
+    keys, args = limits.settle_call(record, slot=slot, tokens=tokens, reserved=reserved, windows=windows)
     whole = _Packed(keys, args, {})
     return whole, whole.parts
 
@@ -233,9 +307,14 @@ async def _load(digest: str) -> KeyRecord | None:
     key_id = await sync_to_async(key_id_for_digest)(digest=digest)
     if key_id is None:
         return None
-    client, _, _ = _client()
-    value = await client.get(limits.generation_key(key_id))
-    generation = value.decode() if isinstance(value, bytes) else "none"
+    generation = "redis-away"  # never Redis's: the first call once Redis answers reloads the key
+    if not outage.redis_away():
+        client, _, _ = _client()
+        try:
+            value = await client.get(limits.generation_key(key_id))
+            generation = value.decode() if isinstance(value, bytes) else "none"
+        except REDIS_DOWN:
+            outage.mark_down()
     return await sync_to_async(key_record_for_digest)(digest=digest, generation=generation)
 
 
@@ -249,7 +328,54 @@ async def _reload(digest: str, generation: str) -> KeyRecord:
     return fresh
 
 
-async def authenticate(raw: str, *, kind: str, source_ip: str | None) -> AsyncGrant:
+async def _generation(client: aioredis.Redis, key_id: str) -> str | None:
+    """The key's generation in Redis, or None when Redis is away (memory is then trusted)."""
+    if outage.redis_away():
+        return None
+    try:
+        value = await client.get(limits.generation_key(key_id))
+    except REDIS_DOWN:
+        outage.mark_down()
+        return None
+    return value.decode() if isinstance(value, bytes) else "none"
+
+
+_reconciling: set[asyncio.Task[Any]] = set()
+
+
+def _reconcile_soon() -> None:
+    """Redis answers again: put what this process counted meanwhile into it, off the request path."""
+    if _reconciling:
+        return
+
+    async def run() -> None:
+        client, _, _ = _client()
+        try:
+            written = await outage.reconcile(client, _settle)
+            logger.warning(
+                "Redis answers again: %d counts made while it was away were written to it", written
+            )
+        except Exception:
+            outage.mark_down()
+            logger.warning("could not yet write the usage counted while Redis was away; will retry")
+
+    task = asyncio.get_running_loop().create_task(run())
+    _reconciling.add(task)
+    task.add_done_callback(_reconciling.discard)
+
+
+def _admit_here(record: KeyRecord, *, reserve: int, source_ip: str | None, now: datetime) -> AsyncGrant:
+    outcome = outage.admit(record, reserve=reserve, source_ip=source_ip, now=now)
+    if isinstance(outcome, limits.OverLimit):
+        raise over_limit(outcome, record)
+    return AsyncGrant(
+        record, outcome.slot, (), reserved=outcome.reserved, windows=outcome.windows, local=True
+    )
+
+
+async def authenticate(raw: str, *, kind: str, source_ip: str | None, reserve: int = 0) -> AsyncGrant:
+    """Check a key and admit one request; `reserve` is the most tokens it may cost (held against the
+    key's token limits until it settles). With Redis away, admits within keys.outage's limits."""
     parsed = parse_or_refuse(raw)
     digest = tokens.digest(parsed.token, pepper())
     found, record = cache.get(digest)
@@ -264,20 +390,31 @@ async def authenticate(raw: str, *, kind: str, source_ip: str | None) -> AsyncGr
         try:
             refuse_unusable(record, kind=kind, source_ip=source_ip, now=now)
         except KeyRefused:  # a refusal from memory is checked against the generation first
-            value = await client.get(limits.generation_key(record.key_id))
-            current = value.decode() if isinstance(value, bytes) else "none"
-            if current == record.generation:
+            current = await _generation(client, record.key_id)
+            if current is None or current == record.generation:
                 raise
             record = await _reload(digest, current)
             continue
+        if outage.redis_away():
+            return _admit_here(record, reserve=reserve, source_ip=source_ip, now=now)
         slot = os.urandom(16).hex()  # as unique as uuid4().hex, a fifth of its cost
-        command = _acquire_command(record, slot=slot, source_ip=source_ip, now=now)
-        reply = await _evalsha(client, acquire_script, command)
-        outcome = limits.acquire_outcome(record, reply, slot=slot, now=now)
+        command = _acquire_command(record, slot=slot, source_ip=source_ip, reserve=reserve, now=now)
+        try:
+            reply = await _evalsha(client, acquire_script, command)
+        except REDIS_DOWN:
+            outage.mark_down()
+            logger.warning("Redis is not answering: admitting requests on this process's own limits")
+            return _admit_here(record, reserve=reserve, source_ip=source_ip, now=now)
+        if outage.has_backlog():
+            _reconcile_soon()
+        outcome = limits.acquire_outcome(record, reply, slot=slot, reserve=reserve)
         if isinstance(outcome, limits.Stale):
             record = await _reload(digest, outcome.generation)
             continue
         if isinstance(outcome, limits.OverLimit):
+            outage.remember_refusal(record, outcome)
             raise over_limit(outcome, record)
-        return AsyncGrant(record, outcome.slot, outcome.crossed)
+        return AsyncGrant(
+            record, outcome.slot, outcome.crossed, reserved=outcome.reserved, windows=outcome.windows
+        )
     raise still_changing()

@@ -20,108 +20,12 @@ from typing import Any
 import redis
 from django.conf import settings
 
+from keys.limit_scripts import ACQUIRE_LUA, RENEW_LUA, SETTLE_LUA
 from keys.records import KeyRecord
 
-ACQUIRE_LUA = r"""
-local gen = redis.call('GET', KEYS[1]) or 'none'
-if gen ~= ARGV[1] then return {'stale', gen} end
-local now = tonumber(ARGV[2])
-local stale_before = now - tonumber(ARGV[4])
-local function num(key) return tonumber(redis.call('GET', key) or '0') end
-local checks = {
-  {'requests_per_minute', KEYS[2], ARGV[5]},
-  {'tokens_per_minute', KEYS[3], ARGV[6]},
-  {'requests_per_day', KEYS[5], ARGV[8]},
-  {'requests_per_month', KEYS[6], ARGV[9]},
-  {'tokens_per_day', KEYS[7], ARGV[10]},
-  {'tokens_per_month', KEYS[8], ARGV[11]},
-}
-for _, c in ipairs(checks) do
-  local limit = tonumber(c[3])
-  if limit >= 0 then
-    local used = num(c[2])
-    if used >= limit then
-      redis.call('HINCRBY', KEYS[9], 'denied', 1)
-      redis.call('EXPIRE', KEYS[9], 691200)
-      redis.call('SADD', KEYS[12], ARGV[16])
-      return {'limit', c[1], tostring(used), tostring(limit)}
-    end
-  end
-end
-local conc = tonumber(ARGV[7])
-if conc >= 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', stale_before)
-  local held = redis.call('ZCARD', KEYS[4])
-  if held >= conc then
-    redis.call('HINCRBY', KEYS[9], 'denied', 1)
-    redis.call('EXPIRE', KEYS[9], 691200)
-    redis.call('SADD', KEYS[12], ARGV[16])
-    return {'limit', 'max_concurrent', tostring(held), tostring(conc)}
-  end
-  redis.call('ZADD', KEYS[4], now, ARGV[3])
-  redis.call('EXPIRE', KEYS[4], tonumber(ARGV[4]) + 60)
-end
-local crossed = {}
-local function count(key, ttl, limit, label)
-  local after = redis.call('INCR', key)
-  if after == 1 then redis.call('EXPIRE', key, ttl) end
-  limit = tonumber(limit)
-  if limit > 0 then
-    for pct in string.gmatch(ARGV[12], '%d+') do
-      local t = tonumber(pct)
-      if after * 100 >= t * limit and (after - 1) * 100 < t * limit then
-        if redis.call('SADD', KEYS[11], label .. ':' .. pct) == 1 then
-          table.insert(crossed, label .. ':' .. pct)
-        end
-      end
-    end
-  end
-end
-count(KEYS[2], 120, '-1', 'rpm')
-count(KEYS[5], 172800, ARGV[8], ARGV[13])
-count(KEYS[6], 3456000, ARGV[9], ARGV[14])
-redis.call('EXPIRE', KEYS[11], 3456000)
-redis.call('HINCRBY', KEYS[9], 'requests', 1)
-redis.call('EXPIRE', KEYS[9], 691200)
-redis.call('HSET', KEYS[10], 't', ARGV[2], 'ip', ARGV[15])
-redis.call('SADD', KEYS[12], ARGV[16])
-table.insert(crossed, 1, 'ok')
-return crossed
-"""
-
-SETTLE_LUA = r"""
-if ARGV[1] ~= '' then redis.call('ZREM', KEYS[1], ARGV[1]) end
-local tokens = tonumber(ARGV[2])
-local crossed = {'ok'}
-if tokens > 0 then
-  local function add(key, ttl, limit, label)
-    local after = redis.call('INCRBY', key, tokens)
-    if after == tokens then redis.call('EXPIRE', key, ttl) end
-    limit = tonumber(limit)
-    if limit > 0 then
-      for pct in string.gmatch(ARGV[7], '%d+') do
-        local t = tonumber(pct)
-        if after * 100 >= t * limit and (after - tokens) * 100 < t * limit then
-          if redis.call('SADD', KEYS[6], label .. ':' .. pct) == 1 then
-            table.insert(crossed, label .. ':' .. pct)
-          end
-        end
-      end
-    end
-  end
-  add(KEYS[2], 120, '-1', 'tpm')
-  add(KEYS[3], 172800, ARGV[3], ARGV[5])
-  add(KEYS[4], 3456000, ARGV[4], ARGV[6])
-  redis.call('EXPIRE', KEYS[6], 3456000)
-  redis.call('HINCRBY', KEYS[5], 'tokens', tokens)
-  redis.call('EXPIRE', KEYS[5], 691200)
-  redis.call('SADD', KEYS[7], ARGV[8])
-end
-return crossed
-"""
-
-# A concurrency slot whose request never released it (a killed process) frees itself after this.
-SLOT_STALE_SECONDS = 600
+# A concurrency slot is a lease of this many seconds, renewed by the gateway every third of it while
+# the request is alive: only a slot whose process died (and stopped renewing) frees itself.
+SLOT_LEASE_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -158,6 +62,8 @@ def reset_time(limit: str, now: datetime) -> datetime:
 class Acquired:
     slot: str
     crossed: tuple[str, ...]
+    reserved: int = 0  # tokens reserved at admission, taken back when the request settles
+    windows: tuple[str, str, str] = ("", "", "")  # the minute, day and month (Redis's clock) they sit in
 
 
 @dataclass(frozen=True)
@@ -171,6 +77,7 @@ class OverLimit:
     used: int
     allowed: int
     resets_at: datetime
+    needed: int = 1  # what this request would have added (its token reservation, or one request)
 
     @property
     def retry_after(self) -> int:
@@ -252,13 +159,23 @@ def counter_key(key_id: str, name: str, window: str) -> str:
     return f"{_prefix()}:{key_id}:{name}:{window}"
 
 
-def _scripts() -> tuple[object, object]:
+def key_base(key_id: str) -> str:
+    """The start of every counter's name of a key; the scripts add `:<counter>:<window>`."""
+    return f"{_prefix()}:{key_id}"
+
+
+def _scripts() -> tuple[Any, Any, Any]:
     scripts = getattr(_local, "scripts", None)
     if scripts is None or scripts[0] is not client():
         r = client()
-        scripts = (r, r.register_script(ACQUIRE_LUA), r.register_script(SETTLE_LUA))
+        scripts = (
+            r,
+            r.register_script(ACQUIRE_LUA),
+            r.register_script(SETTLE_LUA),
+            r.register_script(RENEW_LUA),
+        )
         _local.scripts = scripts
-    return scripts[1], scripts[2]
+    return scripts[1], scripts[2], scripts[3]
 
 
 def _limit_arg(value: int | None) -> str:
@@ -283,31 +200,26 @@ def bump_generation(key_ids: list[str]) -> None:
 
 
 def acquire_call(
-    record: KeyRecord, *, slot: str, source_ip: str | None, now: datetime
+    record: KeyRecord, *, slot: str, source_ip: str | None, reserve: int = 0
 ) -> tuple[list[str], list[str]]:
-    """The keys and arguments of the acquire script for one request (shared by the sync and async paths)."""
-    w = Windows.at(now)
+    """The keys and arguments of the acquire script for one request (shared by the sync and async paths).
+
+    `reserve` is the most tokens the request may cost (prompt estimate + its output cap), held against
+    the token limits until it settles. The windows are Redis's, chosen inside the script.
+    """
     kid = record.key_id
     lim = record.limits
     keys = [
         generation_key(kid),
-        counter_key(kid, "rpm", w.minute),
-        counter_key(kid, "tpm", w.minute),
         counter_key(kid, "conc", "slots"),
-        counter_key(kid, "rd", w.day),
-        counter_key(kid, "rm", w.month),
-        counter_key(kid, "td", w.day),
-        counter_key(kid, "tm", w.month),
-        usage_key(kid, w.hour),
-        last_used_key(kid),
         counter_key(kid, "alerts", "fired"),
         dirty_key(),
+        last_used_key(kid),
     ]
     args = [
         record.generation,
-        f"{now.timestamp():.6f}",
         slot,
-        str(SLOT_STALE_SECONDS),
+        str(SLOT_LEASE_SECONDS),
         _limit_arg(lim.requests_per_minute),
         _limit_arg(lim.tokens_per_minute),
         _limit_arg(lim.max_concurrent),
@@ -316,73 +228,118 @@ def acquire_call(
         _limit_arg(lim.tokens_per_day),
         _limit_arg(lim.tokens_per_month),
         ",".join(str(t) for t in lim.alert_thresholds),
-        f"requests_per_day:{w.day}",
-        f"requests_per_month:{w.month}",
         source_ip or "",
         kid,
+        key_base(kid),
+        str(max(0, reserve) if has_token_limit(record) else 0),
     ]
     return keys, args
 
 
+def has_token_limit(record: KeyRecord) -> bool:
+    lim = record.limits
+    return any(v is not None for v in (lim.tokens_per_minute, lim.tokens_per_day, lim.tokens_per_month))
+
+
+def _text(raw: list[Any]) -> list[str]:
+    return [part.decode() if isinstance(part, bytes) else str(part) for part in raw]
+
+
+def redis_time(stamp: str) -> datetime:
+    return datetime.fromtimestamp(float(stamp), UTC)
+
+
 def acquire_outcome(
-    record: KeyRecord, raw: list[Any], *, slot: str, now: datetime
+    record: KeyRecord, raw: list[Any], *, slot: str, reserve: int = 0
 ) -> Acquired | Stale | OverLimit:
-    reply = [part.decode() if isinstance(part, bytes) else str(part) for part in raw]
+    reply = _text(raw)
     if reply[0] == "stale":
         return Stale(generation=reply[1])
     if reply[0] == "limit":
         return OverLimit(
-            limit=reply[1], used=int(reply[2]), allowed=int(reply[3]), resets_at=reset_time(reply[1], now)
+            limit=reply[1],
+            used=int(reply[2]),
+            allowed=int(reply[3]),
+            resets_at=reset_time(reply[1], redis_time(reply[4])),
+            needed=int(reply[5]),
         )
-    return Acquired(slot=slot if record.limits.max_concurrent is not None else "", crossed=tuple(reply[1:]))
+    reserved = max(0, reserve) if has_token_limit(record) else 0
+    return Acquired(
+        slot=slot if record.limits.max_concurrent is not None else "",
+        crossed=tuple(reply[5:]),
+        reserved=reserved,
+        windows=(reply[2], reply[3], reply[4]),
+    )
 
 
 def acquire(
-    record: KeyRecord, *, slot: str, source_ip: str | None, now: datetime
+    record: KeyRecord, *, slot: str, source_ip: str | None, reserve: int = 0
 ) -> Acquired | Stale | OverLimit:
-    acquire_script, _ = _scripts()
-    keys, args = acquire_call(record, slot=slot, source_ip=source_ip, now=now)
-    return acquire_outcome(record, acquire_script(keys, args), slot=slot, now=now)  # type: ignore[operator]
+    acquire_script, _, _ = _scripts()
+    keys, args = acquire_call(record, slot=slot, source_ip=source_ip, reserve=reserve)
+    return acquire_outcome(record, acquire_script(keys, args), slot=slot, reserve=reserve)
 
 
-def settle_call(record: KeyRecord, *, slot: str, tokens: int, now: datetime) -> tuple[list[str], list[str]]:
-    w = Windows.at(now)
+def settle_call(
+    record: KeyRecord,
+    *,
+    slot: str,
+    tokens: int,
+    reserved: int = 0,
+    windows: tuple[str, str, str] = ("", "", ""),
+) -> tuple[list[str], list[str]]:
     kid = record.key_id
-    keys = [
-        counter_key(kid, "conc", "slots"),
-        counter_key(kid, "tpm", w.minute),
-        counter_key(kid, "td", w.day),
-        counter_key(kid, "tm", w.month),
-        usage_key(kid, w.hour),
-        counter_key(kid, "alerts", "fired"),
-        dirty_key(),
-    ]
+    keys = [counter_key(kid, "conc", "slots"), counter_key(kid, "alerts", "fired"), dirty_key()]
     args = [
         slot,
         str(max(0, tokens)),
         _limit_arg(record.limits.tokens_per_day),
         _limit_arg(record.limits.tokens_per_month),
-        f"tokens_per_day:{w.day}",
-        f"tokens_per_month:{w.month}",
         ",".join(str(t) for t in record.limits.alert_thresholds),
         kid,
+        key_base(kid),
+        str(max(0, reserved)),
+        *windows,
     ]
     return keys, args
 
 
-def settle(record: KeyRecord, *, slot: str, tokens: int = 0, now: datetime | None = None) -> tuple[str, ...]:
-    """Release the request's concurrency slot and charge the tokens it used; returns crossed thresholds."""
-    if not slot and tokens <= 0:
+def settle(
+    record: KeyRecord,
+    *,
+    slot: str,
+    tokens: int = 0,
+    reserved: int = 0,
+    windows: tuple[str, str, str] = ("", "", ""),
+) -> tuple[str, ...]:
+    """Release the request's slot, take back its reservation and charge the tokens it used; returns
+    the budget thresholds crossed."""
+    if not slot and tokens <= 0 and reserved <= 0:
         return ()
-    _, settle_script = _scripts()
-    keys, args = settle_call(record, slot=slot, tokens=tokens, now=now or datetime.now(UTC))
-    reply = settle_script(keys, args)  # type: ignore[operator]
-    return tuple(part.decode() if isinstance(part, bytes) else str(part) for part in reply[1:])
+    _, settle_script, _ = _scripts()
+    keys, args = settle_call(record, slot=slot, tokens=tokens, reserved=reserved, windows=windows)
+    return tuple(_text(settle_script(keys, args))[1:])
 
 
-def current_usage(key_id: str, now: datetime) -> dict[str, int]:
-    """Counters of the windows in force now, for pages and the API (one pipelined round trip)."""
-    w = Windows.at(now)
+def renew(record: KeyRecord, *, slot: str) -> bool:
+    """Extend a live request's concurrency lease by SLOT_LEASE_SECONDS (False when it was gone)."""
+    _, _, renew_script = _scripts()
+    return bool(renew_script([counter_key(record.key_id, "conc", "slots")], [slot, str(SLOT_LEASE_SECONDS)]))
+
+
+def redis_now() -> datetime:
+    """Redis's clock: the one every window is counted by."""
+    reply: Any = client().time()
+    seconds, micros = reply
+    return datetime.fromtimestamp(seconds + micros / 1_000_000, UTC)
+
+
+def current_usage(key_id: str, now: datetime | None = None) -> dict[str, int]:
+    """Counters of the windows in force now by Redis's clock, for pages and the API (two round trips).
+
+    Token counters include what requests in flight have reserved and not yet settled."""
+    when = redis_now()
+    w = Windows.at(when)
     names = {
         "requests_this_minute": counter_key(key_id, "rpm", w.minute),
         "tokens_this_minute": counter_key(key_id, "tpm", w.minute),
@@ -395,9 +352,9 @@ def current_usage(key_id: str, now: datetime) -> dict[str, int]:
     pipe = r.pipeline(transaction=False)
     for key in names.values():
         pipe.get(key)
-    pipe.zcount(counter_key(key_id, "conc", "slots"), now.timestamp() - SLOT_STALE_SECONDS, "+inf")
+    pipe.zcount(counter_key(key_id, "conc", "slots"), when.timestamp(), "+inf")
     values = pipe.execute()
-    usage = {name: int(value or 0) for name, value in zip(names, values[:-1], strict=True)}
+    usage = {name: max(0, int(value or 0)) for name, value in zip(names, values[:-1], strict=True)}
     usage["in_flight"] = int(values[-1] or 0)
     return usage
 

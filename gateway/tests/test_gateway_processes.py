@@ -43,6 +43,47 @@ def test_requests_per_minute_hold_exactly_across_two_processes(
         refused = next(r for r in responses if r.status_code == 429)
         assert int(refused.headers["retry-after"]) >= 1
         assert refused.json()["error"]["type"] == "rate_limit_error"
+        # The same two processes: a small token limit holds under 50 parallel requests (tokens are
+        # reserved at admission, so concurrent requests see each other's most; docs/api-keys.md).
+        _token_limit_holds_across(a, b, inference_key)
+
+
+def _token_limit_holds_across(a: str, b: str, inference_key) -> None:  # type: ignore[no-untyped-def]
+    from keys import limits
+
+    allowed, fired = 300, 50
+    for attempt in range(3):  # a burst that straddles a minute counts in two windows: retry it
+        key = inference_key(name=f"tokens-{attempt}", limits_given={"tokens_per_minute": allowed})
+        minute = limits.Windows.at(limits.redis_now()).minute
+        barrier = threading.Barrier(fired)
+
+        def one(i: int) -> requests.Response:
+            barrier.wait(10)
+            return requests.post(
+                f"{[a, b][i % 2]}/v1/chat/completions",
+                json={
+                    "model": MODEL,
+                    "messages": [{"role": "user", "content": f"count to {i}"}],
+                    "max_tokens": 8,
+                },
+                headers={"Authorization": f"Bearer {key.secret}"},
+                timeout=30,
+            )
+
+        with ThreadPoolExecutor(fired) as pool:
+            responses = list(pool.map(one, range(fired)))
+        if limits.Windows.at(limits.redis_now()).minute == minute:
+            break
+    served = [r for r in responses if r.status_code == 200]
+    refused = [r for r in responses if r.status_code == 429]
+    assert len(served) + len(refused) == fired, [r.text for r in responses if r.status_code not in (200, 429)]
+    assert served and refused
+    assert {r.json()["error"]["limit"]["name"] for r in refused} == {"tokens_per_minute"}
+    used = sum(r.json()["usage"]["total_tokens"] for r in served)
+    counted = limits.current_usage(str(key.key.pk))["tokens_this_minute"]
+    # No overshoot: what was served, and what the key was charged (reservations all settled), fit the limit.
+    assert used == counted, (used, counted)
+    assert counted <= allowed, (counted, allowed, len(served))
 
 
 def test_concurrency_limit_holds_across_two_processes(make_topology, inference_key, admin_user, tmp_path):
