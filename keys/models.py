@@ -17,6 +17,7 @@ class Status(models.TextChoices):
     EXPIRED = "expired", "Expired"
     REVOKED = "revoked", "Revoked"
     EXHAUSTED = "exhausted", "Exhausted"
+    UNKNOWN = "unknown", "Unknown: Redis unreachable"  # a limited key whose usage cannot be read now
 
 
 PURPOSE_CHOICES = [(p.name, p.label) for p in PURPOSES.values()]

@@ -94,8 +94,13 @@ def key_live_state(*, key: ApiKey, now: datetime | None = None) -> LiveState:
     stored = key.stored_status(when)
     try:
         usage = limits.current_usage(str(key.pk), when)
-    except Exception:
-        return LiveState(status=stored, usage={}, exhausted=[])
+    except Exception:  # Redis unreachable: a limited key may be used up, and nothing can tell
+        limited = any(getattr(key, quota) is not None for quota, _counter in QUOTAS) or any(
+            getattr(key, name) is not None
+            for name in ("requests_per_minute", "tokens_per_minute", "max_concurrent")
+        )
+        status = Status.UNKNOWN if stored == Status.ACTIVE and limited else stored
+        return LiveState(status=status, usage={}, exhausted=[])
     exhausted = []
     for quota, counter in QUOTAS:
         allowed = getattr(key, quota)
