@@ -17,6 +17,7 @@ def route_entries() -> list[RouteEntry]:
     """Every topology the gateway can dispatch to: deployed ones, and any with a route configured."""
     from django.db.models import Q
 
+    from gateway.reserve import context_from_spec
     from topologies.models import Topology
 
     topologies = Topology.objects.filter(Q(deployed_revision__isnull=False) | Q(gateway_route__isnull=False))
@@ -46,6 +47,7 @@ def route_entries() -> list[RouteEntry]:
                 breaker_failures=route.breaker_failures if route is not None else 3,
                 breaker_open_seconds=float(route.breaker_open_seconds if route is not None else 15),
                 responses_passthrough=topology.engine in RESPONSES_ENGINES,
+                context=context_from_spec(topology.spec),
             )
         )
     return entries
