@@ -25,13 +25,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter
 from controlplane.origin import SameOriginValidator
 from controlplane.routing import websocket_urlpatterns
 from gateway.app import application as gateway_app
-from gateway.app import lifespan
+from gateway.app import lifespan, missing_v1
 
 
 async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """The gateway's lean path for /v1/ (no Django middleware), Django for everything else."""
     path: str = scope["path"]
-    if path == "/v1" or path.startswith("/v1/"):
+    if path == "/v1" or path.startswith("/v1/") or missing_v1(path):  # a base URL without /v1: JSON 404
         await gateway_app(scope, receive, send)
     else:
         await django_asgi_app(scope, receive, send)
