@@ -70,9 +70,19 @@ class _Found:
 
 
 PULL_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName"}
+CONFIG_REASONS = {"CreateContainerConfigError"}
 CRASH_REASONS = {"CrashLoopBackOff", "Error", "RunContainerError"}
 _IMAGE_RE = re.compile(r'image "([^"]+)"')
 _MOUNT_RE = re.compile(r'(configmap|secret)s? "([^"]+)" not found', re.IGNORECASE)
+_VOLUME_RE = re.compile(r'for volume "([^"]+)"')
+# The kubelet's words when a container's env references what does not exist (kubelet_pods.go
+# makeEnvironmentVariables): the object missing, or a key missing from it.
+_CONFIG_OBJECT_RE = re.compile(r'\b(configmap|secret) "([^"]+)" not found', re.IGNORECASE)
+_CONFIG_KEY_RE = re.compile(r"couldn't find key (\S+) in (ConfigMap|Secret) ([^/\s]+)/(\S+)", re.IGNORECASE)
+_CLAIM_RE = re.compile(r'persistentvolumeclaim "([^"]+)" not found')
+# argparse's refusal of options the engine does not know (vLLM: `vllm: error: unrecognized arguments:
+# --foo`, SGLang `launch_server.py: error: ...`).
+_UNRECOGNIZED_RE = re.compile(r": error: unrecognized arguments: (.+)$")
 _INSUFFICIENT_RE = re.compile(r"Insufficient ([A-Za-z0-9.\-/_]+)")
 _ERROR_LINE_RE = re.compile(r"error|exception|traceback|invalid|unrecognized|failed|fatal|refused", re.I)
 _MOONCAKE_RE = re.compile(r"mooncake", re.I)
@@ -125,8 +135,23 @@ def _without_counts(message: str) -> str:
 
 
 def _scheduling(
-    message: str, pod_names: list[str], node_resources: Mapping[str, int], requested: Mapping[str, int]
+    message: str,
+    pod_names: list[str],
+    node_resources: Mapping[str, int],
+    requested: Mapping[str, int],
+    namespace: str = "",
 ) -> _Found:
+    claim = _CLAIM_RE.search(message)
+    if claim:
+        where = f" in namespace `{namespace}`" if namespace else ""
+        return _Found(
+            "volume_claim_missing",
+            f"The {{roles}} pods cannot be scheduled: PersistentVolumeClaim `{claim.group(1)}` not found"
+            f"{where}.",
+            f"Create the PersistentVolumeClaim `{claim.group(1)}`{where}, or fix the claim name of the "
+            "volume that references it, then deploy again.",
+            pod_names,
+        )
     missing = sorted({name.rstrip(".,;") for name in _INSUFFICIENT_RE.findall(message)})
     offered = {name: free for name, free in node_resources.items() if name not in _STANDARD_RESOURCES}
     unknown = [name for name in missing if name not in _STANDARD_RESOURCES and name not in offered]
@@ -165,6 +190,56 @@ def _scheduling(
     )
 
 
+def _config_missing(text: str, namespace: str) -> _Found | None:
+    """A container that cannot start because its env names a Secret/ConfigMap (or key) that does not
+    exist: the kubelet's CreateContainerConfigError."""
+    key = _CONFIG_KEY_RE.search(text)
+    if key:
+        name, kind = key.group(4), "ConfigMap" if key.group(2).lower() == "configmap" else "Secret"
+        return _Found(
+            f"{kind.lower()}_missing",
+            f"The {{roles}} pods cannot start (CreateContainerConfigError): {kind} `{name}` in namespace "
+            f"`{key.group(3)}` has no key `{key.group(1)}`.",
+            f"Add the key `{key.group(1)}` to the {kind} `{name}`, or fix the key the {{roles}} env "
+            "references, then deploy again.",
+        )
+    found = _CONFIG_OBJECT_RE.search(text)
+    if found is None:
+        return None
+    kind = "ConfigMap" if found.group(1).lower() == "configmap" else "Secret"
+    name = found.group(2)
+    where = f" in namespace `{namespace}`" if namespace else ""
+    create = (
+        f"`kubectl create secret generic {name} -n {namespace} --from-literal=KEY=VALUE`"
+        if kind == "Secret" and namespace
+        else f"the {kind}"
+    )
+    return _Found(
+        f"{kind.lower()}_missing",
+        f"The {{roles}} pods cannot start (CreateContainerConfigError): {kind} `{name}` not found{where}.",
+        f"Create it ({create}) or fix the reference in the {{roles}} env, then deploy again; the pods "
+        "start by themselves once it exists.",
+    )
+
+
+def _rejected_arguments(line: str) -> _Found | None:
+    """The engine refused options it does not know (argparse's `unrecognized arguments`)."""
+    match = _UNRECOGNIZED_RE.search(line)
+    if match is None:
+        return None
+    words = match.group(1).split()
+    options = [word.split("=", 1)[0] for word in words if word.startswith("-")] or words
+    names = ", ".join(f"`{option}`" for option in options)
+    plural = "s" if len(options) > 1 else ""
+    return _Found(
+        "engine_argument_rejected",
+        f"The {{roles}} engine rejected argument{plural} {names} and exits at start (CrashLoopBackOff, "
+        f'{{restarts}} restarts): "{line.strip()}"',
+        f"Remove {names} from the {{roles}} role's extra args (the engine version in the image does not "
+        "know " + ("them" if plural else "it") + "), then deploy again.",
+    )
+
+
 def diagnose(
     *,
     pods: Sequence[PodLike],
@@ -173,12 +248,13 @@ def diagnose(
     node_resources: Mapping[str, int] | None = None,
     requested: Mapping[str, int] | None = None,
     timed_out: bool = False,
+    namespace: str = "",
 ) -> list[Diagnosis]:
     """Explain why `pods` are not Ready.
 
     `logs` maps pod name → log tail; `node_resources` maps resource name → free amount across nodes
     (to tell a wrong resource name from insufficient capacity); `requested` maps resource name → the
-    total the topology asks for.
+    total the topology asks for; `namespace` the pods' namespace (named in what to create).
     """
     logs = logs or {}
     node_resources = node_resources or {}
@@ -209,7 +285,7 @@ def diagnose(
     for event in pod_events:
         if event.reason == "FailedScheduling":
             add_for(
-                _scheduling(event.message, [event.involved_name], node_resources, requested),
+                _scheduling(event.message, [event.involved_name], node_resources, requested, namespace),
                 event.involved_name,
             )
             explained.add(event.involved_name)
@@ -217,13 +293,16 @@ def diagnose(
             match = _MOUNT_RE.search(event.message)
             if match:
                 kind = "ConfigMap" if match.group(1).lower() == "configmap" else "Secret"
+                volume = _VOLUME_RE.search(event.message)
+                as_volume = f" (volume `{volume.group(1)}`)" if volume else ""
+                where = f"namespace `{namespace}`" if namespace else "the topology's namespace"
                 add_for(
                     _Found(
                         "mount_missing",
-                        f"The {{roles}} pods are stuck creating: the {kind} `{match.group(2)}` they mount "
-                        "does not exist.",
-                        f"Create the {kind} `{match.group(2)}` in the topology's namespace, or remove the "
-                        "volume that references it, then deploy again.",
+                        f"The {{roles}} pods are stuck in ContainerCreating (FailedMount): the {kind} "
+                        f"`{match.group(2)}` they mount{as_volume} does not exist in {where}.",
+                        f"Create the {kind} `{match.group(2)}` in {where}, or fix or remove the volume "
+                        "that references it, then deploy again.",
                         [event.involved_name],
                     ),
                     event.involved_name,
@@ -265,9 +344,27 @@ def diagnose(
                     [_role(pod)],
                 )
             )
+        elif reason in CONFIG_REASONS:
+            said = " ".join(
+                [getattr(pod, "message", "") or ""]
+                + [e.message for e in pod_events if e.involved_name == pod.name and e.reason == "Failed"]
+            )
+            item = _config_missing(said, namespace) or _Found(
+                "config_error",
+                "The {roles} pods cannot start (CreateContainerConfigError): "
+                + (getattr(pod, "message", "") or "the kubelet cannot build the container's config")
+                + ".",
+                "Check the Secrets and ConfigMaps the {roles} env and envFrom reference, then deploy again.",
+            )
+            item.pods, item.roles = [pod.name], [_role(pod)]
+            add(item)
         elif reason in CRASH_REASONS or pod.restarts > 0:
             line = last_error_line(logs.get(pod.name, ""))
-            if _MOONCAKE_RE.search(line) and _MASTER_RE.search(line):
+            rejected = _rejected_arguments(line)
+            if rejected is not None:
+                rejected.pods, rejected.roles, rejected.restarts = [pod.name], [_role(pod)], pod.restarts
+                add(rejected)
+            elif _MOONCAKE_RE.search(line) and _MASTER_RE.search(line):
                 addr = _MASTER_ADDR_RE.search(line)
                 where = f" at `{addr.group(1)}`" if addr else ""
                 add(

@@ -22,6 +22,10 @@ DEFINITIVE = {
     "crash_loop",
     "connector_backend_missing",
     "mount_missing",
+    "engine_argument_rejected",
+    "secret_missing",
+    "configmap_missing",
+    "volume_claim_missing",
 }
 
 
@@ -59,6 +63,7 @@ def _diagnose_now(
         node_resources=node_resources,
         requested=plan.requested_resources(manifests),
         timed_out=timed_out,
+        namespace=namespace,
     )
 
 
