@@ -72,7 +72,7 @@ def test_bad_engine_argument_crash_loop_quotes_the_engine_error(new_topology, op
     deployment = deploy_now(topology, operator)
     [found] = deployment.diagnosis
     assert found["code"] == "crash_loop"
-    assert "invalid int value: 'lots'" in found["message"]
+    assert "invalid human_readable_int_or_auto value: 'lots'" in found["message"]  # vLLM 0.32's type
     assert all("decode" in pod for pod in found["pods"])
     _assert_previous_still_running(topology, conn, deployment)
 
