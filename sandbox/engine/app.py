@@ -91,8 +91,14 @@ async def metrics(request: web.Request) -> web.Response:
     delay = engine.faults.delay_seconds("metrics")
     if delay:
         await asyncio.sleep(delay)
-    if not engine.monitored:
-        return web.Response(status=404, text="Not Found")
+    if not engine.monitored:  # MindIE-LLM http_handler.cpp GetPrometheusMetrics
+        return json_response(
+            {
+                "error": "Environment variable MIES_SERVICE_MONITOR_MODE is not set.",
+                "error_type": "Incomplete Generation",
+            },
+            500,
+        )
     return web.Response(
         body=engine.metrics_text().encode(), headers={"Content-Type": PROMETHEUS_CONTENT_TYPE}
     )

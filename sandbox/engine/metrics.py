@@ -8,7 +8,8 @@ MindIE) exports no KV-transfer families upstream and so none here: its per-link 
 bytes, times and failures are in the engine's `GET /kv/links` table.
 SGLang: `sglang:*` with labels `model_name`, `engine_type` (prefill | decode | unified), `tp_rank`,
 `pp_rank`, and the P/D transfer families on prefill/decode engines.
-MindIE: unprefixed names, label `model_name`, only when `MIES_SERVICE_MONITOR_MODE=1` (else 404).
+MindIE: unprefixed names, label `model_name`, only when `MIES_SERVICE_MONITOR_MODE=1` (else 500 with
+MindIE's error body).
 Histogram buckets are vLLM's, with a few finer buckets below its first one so that a time-scaled
 sandbox still spreads its latencies across buckets.
 """

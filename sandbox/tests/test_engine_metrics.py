@@ -77,7 +77,9 @@ async def _scrape(spec, body: dict | None = None) -> dict:
     base = loopback_base()
     try:
         await farm.start("ns/e-0", f"{base}.2", spec, {})
-        ip, port = farm.address("ns/e-0")
+        address = farm.address("ns/e-0")
+        assert address is not None
+        ip, port = address
         async with aiohttp.ClientSession() as session:
             if body is not None:
                 async with session.post(f"http://{ip}:{port}/v1/completions", json=body) as response:
@@ -145,15 +147,22 @@ async def test_mindie_engine_uses_unprefixed_names_when_monitoring_is_on():
     assert families["request_success"].samples[0].value == 1.0
 
 
-async def test_mindie_without_monitor_mode_has_no_metrics_endpoint():
+async def test_mindie_without_monitor_mode_answers_metrics_with_its_error():
     spec = engine_spec("both", engine="mindie", env=ENV)
     spec = type(spec)(**{**spec.__dict__, "env": (("SANDBOX_TIME_SCALE", "0.05"),)})
     farm = EngineFarm()
     try:
         await farm.start("ns/m-0", f"{loopback_base()}.2", spec, {})
-        ip, port = farm.address("ns/m-0")
+        address = farm.address("ns/m-0")
+        assert address is not None
+        ip, port = address
         async with aiohttp.ClientSession() as session, session.get(f"http://{ip}:{port}/metrics") as response:
-            assert response.status == 404
+            # as MindIE-LLM's GetPrometheusMetrics answers (docs/ascend.md)
+            assert response.status == 500
+            assert await response.json() == {
+                "error": "Environment variable MIES_SERVICE_MONITOR_MODE is not set.",
+                "error_type": "Incomplete Generation",
+            }
         assert any("MIES_SERVICE_MONITOR_MODE=1" in line for line in farm.logs("ns/m-0"))
     finally:
         await farm.close()
