@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from typing import Any
 
 import requests
 
@@ -48,7 +49,7 @@ def test_requests_per_minute_hold_exactly_across_two_processes(
         _token_limit_holds_across(a, b, inference_key)
 
 
-def _token_limit_holds_across(a: str, b: str, inference_key) -> None:  # type: ignore[no-untyped-def]
+def _token_limit_holds_across(a: str, b: str, inference_key: Any) -> None:
     from keys import limits
 
     allowed, fired = 300, 50
@@ -57,7 +58,7 @@ def _token_limit_holds_across(a: str, b: str, inference_key) -> None:  # type: i
         minute = limits.Windows.at(limits.redis_now()).minute
         barrier = threading.Barrier(fired)
 
-        def one(i: int) -> requests.Response:
+        def one(i: int, barrier: threading.Barrier = barrier, key=key) -> requests.Response:
             barrier.wait(10)
             return requests.post(
                 f"{[a, b][i % 2]}/v1/chat/completions",
