@@ -100,7 +100,9 @@ def parse_engine_spec(pod: Mapping[str, Any], files: Mapping[str, str] | None = 
     ports = [p.get("containerPort") for p in container.get("ports") or [] if p.get("containerPort")]
     default_port = int(ports[0]) if ports else None
     if kind == "vllm":
-        spec = _vllm_spec(engine_args, env, labels, default_port)
+        # argparse names the program in its errors: `vllm` for `vllm serve`, the module's file otherwise.
+        launcher = "api_server.py" if "vllm.entrypoints.openai.api_server" in argv[:4] else "vllm serve"
+        spec = _vllm_spec(engine_args, env, labels, default_port, launcher)
     elif kind == "sglang":
         spec = _sglang_spec(engine_args, env, default_port)
     else:
@@ -240,9 +242,13 @@ def _role_from_labels(labels: Mapping[str, str]) -> str | None:
 
 
 def _vllm_spec(
-    argv: list[str], env: dict[str, str], labels: Mapping[str, str], port: int | None
+    argv: list[str],
+    env: dict[str, str],
+    labels: Mapping[str, str],
+    port: int | None,
+    launcher: str = "vllm serve",
 ) -> EngineSpec:
-    parsed = vllm_args.parse(argv, EngineArgumentError)
+    parsed = vllm_args.parse(argv, EngineArgumentError, launcher)
     transfer = parsed.kv_transfer_config
     connector: str | None = None
     role = "both"
