@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from django.db import transaction
@@ -39,6 +39,16 @@ def _url(field: str, value: str, *, must_end_v1: bool) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise _invalid(field, "must be an http(s) URL, e.g. https://api.example.com/v1")
+    doubled = doubled_path(parts.path)
+    if doubled is not None:
+        fixed = urlunsplit(parts._replace(path=doubled))
+        raise _invalid(
+            field, f"the path repeats itself ({parts.path}); the client adds each path once: use {fixed}"
+        )
+    for endpoint in ("/chat/completions", "/completions", "/responses", "/messages", "/models"):
+        if must_end_v1 and parts.path.endswith(endpoint):
+            fixed = urlunsplit(parts._replace(path=parts.path.removesuffix(endpoint)))
+            raise _invalid(field, f"give the base URL, not an endpoint (Tandem adds {endpoint}): {fixed}")
     if must_end_v1 and not parts.path.endswith("/v1"):
         raise _invalid(field, f"an OpenAI-compatible base URL ends in /v1; did you mean {value}/v1?")
     if not must_end_v1 and parts.path.endswith("/v1"):
@@ -46,6 +56,16 @@ def _url(field: str, value: str, *, must_end_v1: bool) -> str:
             field, f"give the server root without /v1 (Tandem adds it): {value.removesuffix('/v1')}"
         )
     return value
+
+
+def doubled_path(path: str) -> str | None:
+    """The path without a run of segments repeated at its end (/v1/v1 -> /v1, /api/v1/api/v1 -> /api/v1),
+    or None when nothing repeats (pure)."""
+    segments = [segment for segment in path.split("/") if segment]
+    for size in range(1, len(segments) // 2 + 1):
+        if segments[-size:] == segments[-2 * size : -size]:
+            return "/" + "/".join(segments[:-size])
+    return None
 
 
 def bump_routes() -> None:
