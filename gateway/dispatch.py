@@ -127,7 +127,8 @@ async def answer_problem(response: aiohttp.ClientResponse, *, whole: bool) -> Pr
     status, kind = response.status, response.content_type
     try:
         if whole:
-            body = await _read_whole(response)
+            body = await read_whole(response)
+            _unread(response, body)  # the caller reads it again from the buffer
             try:
                 json.loads(body)
             except (ValueError, RecursionError):
@@ -144,22 +145,6 @@ async def answer_problem(response: aiohttp.ClientResponse, *, whole: bool) -> Pr
     if status == 200 and kind == "text/html":
         return _invalid(f"answered {status} with an HTML page, not an event stream")
     return Problem("")
-
-
-async def _read_whole(response: aiohttp.ClientResponse) -> bytes:
-    """The whole body (up to MAX_ANSWER_BYTES), put back for the caller's own read: a body that came
-    in several TCP segments is then read whole by `content.read(n)`, which returns what is buffered."""
-    chunks: list[bytes] = []
-    size = 0
-    while size <= MAX_ANSWER_BYTES:
-        chunk = await response.content.readany()
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    body = b"".join(chunks)
-    _unread(response, body)
-    return body
 
 
 def _unread(response: aiohttp.ClientResponse, data: bytes) -> None:
@@ -197,6 +182,7 @@ async def _try_cluster(
     if ticket is None:
         return None, Problem(f"the cluster is skipped for now (circuit open: {breaker.last_reason})")
     ended = False
+    response: aiohttp.ClientResponse | None = None
     try:
         call = _cluster_call(path, request, entry, raw)
         try:
@@ -233,6 +219,8 @@ async def _try_cluster(
     finally:
         if not ended:
             breaker.release(ticket)
+            if response is not None:
+                response.close()  # cancelled or failed while reading it: the connection is not reused
 
 
 async def open_answer(
@@ -278,7 +266,11 @@ async def open_answer(
             f"The cluster is unavailable ({reason}) and the fallback upstream refused Tandem's key for it "
             f"({response.status}); update the fallback key on the topology's gateway settings.",
         )
-    problem = await answer_problem(response, whole=request.get("stream") is not True)
+    try:
+        problem = await answer_problem(response, whole=request.get("stream") is not True)
+    except BaseException:
+        response.close()
+        raise
     if problem.invalid:
         response.release()
         message = f"the cluster failed ({reason}) and the fallback {problem}"

@@ -303,50 +303,59 @@ def test_a_success_that_started_before_the_breaker_opened_does_not_close_it(faul
     assert dispatch.breaker_for(entry).state == "open"
 
 
-def test_a_running_gateway_turns_an_html_page_into_a_502_it_records_then_uses_the_fallback(
+def test_a_running_gateway_turns_an_html_page_into_a_502_it_records_or_serves_from_the_fallback(
     servers, make_topology, inference_key, admin_user, tmp_path
 ):
-    """Issue 25's "reading choices" error: a proxy's HTML 502 must not reach an SDK as an answer."""
+    """Issue 25's "reading choices" error: a proxy's HTML page must not reach an SDK as an answer."""
     import requests
 
     from gateway.models import BreakerEvent, GatewayRequest
     from gateway.services import route_update
     from gateway.tests.conftest import running_gateway
     from tests.support import wait_until
+    from topologies.presets import preset_spec
+    from topologies.services import topology_create
 
-    topology = make_topology("behind-a-proxy")
+    alone = make_topology()
+    spec = {**preset_spec("qwen-gpu-nixl"), "name": "with-fallback", "model_name": "proxied-model"}
+    backed = topology_create(cluster=alone.cluster, spec=spec, actor=admin_user)
     route_update(
-        topology=topology,
+        topology=alone,
         changes={"endpoint_url": servers.urls["cluster"], "breaker_failures": 2},
         actor=admin_user,
     )
+    fallback = {"fallback_base_url": servers.urls["fallback"] + "/v1", "fallback_model": FALLBACK_MODEL}
+    route_update(
+        topology=backed, changes={"endpoint_url": servers.urls["cluster"], **fallback}, actor=admin_user
+    )
     issued = inference_key()
-    servers.cluster.script[:] = ["html502", "html200"]
-    ask: dict[str, Any] = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+    servers.cluster.script[:] = ["html502", "html200", "html502"]
     auth = {"Authorization": f"Bearer {issued.secret}"}
+
+    def ask(base: str, model: str) -> requests.Response:
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": [{"role": "user", "content": "hi"}],
+            "max_tokens": 4,
+        }
+        return requests.post(f"{base}/v1/chat/completions", json=body, headers=auth, timeout=10)
+
     with running_gateway(tmp_path / "gateway.log") as base:
-        answers = [
-            requests.post(f"{base}/v1/chat/completions", json=ask, headers=auth, timeout=10) for _ in "ab"
-        ]
-        for answer in answers:
+        for answer in (ask(base, MODEL), ask(base, MODEL)):
             assert answer.status_code == 502, answer.text
             error = answer.json()["error"]  # the OpenAI shape the SDKs read
             assert (error["type"], error["code"]) == ("api_error", "upstream_invalid_answer"), error
             assert "not JSON (text/html" in error["message"]
-        route_update(
-            topology=topology,
-            changes={"fallback_base_url": servers.urls["fallback"] + "/v1", "fallback_model": FALLBACK_MODEL},
-            actor=admin_user,
-        )
-        time.sleep(1.2)  # processes see route changes within a second
-        served = requests.post(f"{base}/v1/chat/completions", json=ask, headers=auth, timeout=10)
+        tried, before = servers.cluster.hits, servers.fallback.hits
+        served = ask(base, "proxied-model")
         assert served.status_code == 200 and served.headers["x-tandem-backend"] == "fallback", served.text
         assert served.json()["choices"][0]["message"]["content"]
+        assert (servers.cluster.hits, servers.fallback.hits) == (tried + 1, before + 1)
     wait_until(lambda: GatewayRequest.objects.filter(key_id=issued.key.pk).count() == 3, 10, "the records")
     rows = GatewayRequest.objects.filter(key_id=issued.key.pk).order_by("created")
-    assert [(r.status, r.error_code, r.backend) for r in rows] == [
-        (502, "upstream_invalid_answer", "none"),
-        (502, "upstream_invalid_answer", "none"),
-        (200, "", "fallback"),
+    assert [(r.topology_id, r.status, r.error_code, r.backend) for r in rows] == [
+        (alone.pk, 502, "upstream_invalid_answer", "none"),
+        (alone.pk, 502, "upstream_invalid_answer", "none"),
+        (backed.pk, 200, "", "fallback"),
     ]
-    assert BreakerEvent.objects.filter(topology=topology, state="open").exists()
+    assert BreakerEvent.objects.filter(topology=alone, state="open").exists()
