@@ -146,9 +146,12 @@ def status_problem(status: Any, role: str, peers: list[Instance]) -> str:
 
 
 def busy_count(status: Any) -> int | None:
-    """Requests running or waiting on the engine, from its status answer (None if it does not say)."""
+    """Requests running or waiting on the engine, from its status answer (None if it does not say:
+    MindIE's ``/v2/status``, for multi-node instances, carries only slot and block counts)."""
     resource = status.get("resource") if isinstance(status, dict) else None
     if not isinstance(resource, dict):
+        return None
+    if "runningRequestNum" not in resource and "waitingRequestNum" not in resource:
         return None
     try:
         return int(resource.get("runningRequestNum", 0)) + int(resource.get("waitingRequestNum", 0))

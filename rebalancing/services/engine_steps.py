@@ -317,10 +317,12 @@ def drain(engine: Engine, rebalance: Rebalance, inst: Instance, timeout: float) 
         idle_reads = idle_reads + 1 if left == 0 else 0
         if idle_reads < 2:
             if time.monotonic() - started > timeout:
-                raise StepFailed(
-                    f"drain timed out after {timeout:.0f} s with {left} requests still on {inst.name}",
-                    "drain_timeout",
+                held = (
+                    f"{left} requests still on {inst.name}"
+                    if left is not None
+                    else f"{inst.name}'s engine not saying how many requests it holds"
                 )
+                raise StepFailed(f"drain timed out after {timeout:.0f} s with {held}", "drain_timeout")
             time.sleep(POLL_SECONDS)
     beat(rebalance)
     _log(

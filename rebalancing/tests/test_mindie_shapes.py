@@ -8,6 +8,7 @@ from dataclasses import replace
 
 from rebalancing.inplace import (
     Instance,
+    busy_count,
     engine_refusal,
     instance_id,
     link_states,
@@ -105,3 +106,14 @@ def test_only_result_ok_accepts_a_role_assignment():
     assert not role_accepted(200, {"result": "switching"})
     assert not role_accepted(200, None)
     assert not role_accepted(503, {"result": "ok"})
+
+
+def test_busy_counts_come_from_v1_status_and_a_v2_answer_says_nothing():
+    busy = {**RESOURCE, "runningRequestNum": 2, "waitingRequestNum": 1}
+    assert busy_count(server_status("decode", []) | {"resource": busy}) == 3
+    assert busy_count(mock_status("decode", [])) == 0
+    # HandleStatusV2 (multi-node): slots and blocks only; never read as idle
+    v2 = {"totalAvailNpuSlotsNum": 200, "totalAvailNpuBlockNum": 1024, "maxAvailNpuBlockNum": 1024}
+    assert (
+        busy_count({"service": {"roleStatus": "RoleReady", "currentRole": "decode"}, "resource": v2}) is None
+    )
