@@ -86,6 +86,8 @@ def fresh_lines(previous_tail: list[str], lines: list[str]) -> list[str]:
 
 
 def _host(address: str) -> str:
+    """The host of ``ip``, ``ip:port`` or ``scheme://ip:port/path``."""
+    address = address.split("://", 1)[-1].split("/", 1)[0]
     return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
 
 

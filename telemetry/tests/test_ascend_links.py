@@ -201,3 +201,10 @@ def test_a_collection_ties_the_decodes_timeout_to_the_pair_through_the_pods_devi
     states = {(link["prefill"], link["decode"]): link["state"] for link in snapshot["links"]}
     assert states[(P1, D)] == "down" and states[(P0, D)] != "down"
     assert state["clusters"] == {"1": P0_DEV, "2": P1_DEV}
+
+
+def test_a_peer_named_by_url_is_matched_by_its_host():
+    line = "ERROR 12-02 21:40:00 [mooncake_connector.py:903] Failed to connect to bootstrap server "
+    findings = scan(D, [line + "http://10.0.0.6:8998/query (ConnectError): refused"], {})
+    assert findings[0]["kind"] == "link_failed"
+    assert split(findings, PAIR1) == (findings, []) and split(findings, PAIR0) == ([], [])
