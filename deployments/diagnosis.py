@@ -83,6 +83,7 @@ _CLAIM_RE = re.compile(r'persistentvolumeclaim "([^"]+)" not found')
 # argparse's refusal of options the engine does not know (vLLM: `vllm: error: unrecognized arguments:
 # --foo`, SGLang `launch_server.py: error: ...`).
 _UNRECOGNIZED_RE = re.compile(r": error: unrecognized arguments: (.+)$")
+_AMBIGUOUS_RE = re.compile(r": error: ambiguous option: (\S+) could match (.+)$")
 _INSUFFICIENT_RE = re.compile(r"Insufficient ([A-Za-z0-9.\-/_]+)")
 _ERROR_LINE_RE = re.compile(r"error|exception|traceback|invalid|unrecognized|failed|fatal|refused", re.I)
 _MOONCAKE_RE = re.compile(r"mooncake", re.I)
@@ -224,6 +225,18 @@ def _config_missing(text: str, namespace: str) -> _Found | None:
 
 def _rejected_arguments(line: str) -> _Found | None:
     """The engine refused options it does not know (argparse's `unrecognized arguments`)."""
+    ambiguous = _AMBIGUOUS_RE.search(line)
+    if ambiguous:
+        option, could = ambiguous.group(1).split("=", 1)[0], ambiguous.group(2).split(", ")
+        listed = ", ".join(f"`{c}`" for c in could[:4]) + (
+            f" and {len(could) - 4} more" if len(could) > 4 else ""
+        )
+        return _Found(
+            "engine_argument_rejected",
+            f"The {{roles}} engine rejected argument `{option}` and exits at start (CrashLoopBackOff, "
+            f"{{restarts}} restarts): it is ambiguous, it could be {listed}.",
+            "Write the option in full in the {roles} role's extra args, then deploy again.",
+        )
     match = _UNRECOGNIZED_RE.search(line)
     if match is None:
         return None

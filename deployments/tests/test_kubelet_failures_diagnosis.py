@@ -35,7 +35,10 @@ def _real_log(argv_tail: list[str]) -> str:
     """The usage and error vLLM 0.32.0 printed for `vllm serve /models/m <argv_tail>` (captured)."""
     doc = json.loads(CASES.read_text())
     case = next(c for c in doc["cases"] if c["argv"] == ["vllm", "serve", "/models/m", *argv_tail])
-    return "\n".join([*doc["vllm_usage"], *case["stderr_tail"]])
+    # The top-level `vllm` parser reports leftovers with its usage; `vllm serve` the rest with its own.
+    unrecognized = "unrecognized arguments" in case["stderr_tail"][-1]
+    usage = doc["vllm_usage"] if unrecognized else ["usage: vllm serve [model_tag] [options]"]
+    return "\n".join([*usage, *case["stderr_tail"]])
 
 
 def test_unrecognized_arguments_name_each_option_and_the_extra_args_to_remove() -> None:
@@ -48,6 +51,18 @@ def test_unrecognized_arguments_name_each_option_and_the_extra_args_to_remove() 
         '(CrashLoopBackOff, 3 restarts): "vllm: error: unrecognized arguments: --bogus-flag --other-bogus 2"'
     )
     assert found["fix"].startswith("Remove `--bogus-flag`, `--other-bogus` from the decode role's extra args")
+
+
+def test_an_ambiguous_option_prefix_says_what_it_could_be() -> None:
+    pod = Pod("ds-decode-0", phase="Running", reason="CrashLoopBackOff", restarts=2)
+    [found] = diagnose(pods=[pod], events=[], logs={pod.name: _real_log(["--max", "4096"])})
+    assert found["code"] == "engine_argument_rejected"
+    assert found["message"] == (
+        "The decode engine rejected argument `--max` and exits at start (CrashLoopBackOff, 2 restarts): "
+        "it is ambiguous, it could be `--max-log-len`, `--max-model-len`, `--max-logprobs`, "
+        "`--max-parallel-loading-workers` and 11 more."
+    )
+    assert found["fix"] == "Write the option in full in the decode role's extra args, then deploy again."
 
 
 def test_a_bad_value_is_still_a_crash_loop_quoting_vllm() -> None:
