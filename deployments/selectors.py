@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
+from controlplane.api.errors import DomainError
 from deployments.models import ACTIVE_STATES, Deployment, DeployPolicy
 from deployments.rollbacks import rollback_plan
 from deployments.rollout import rollout_of
@@ -63,18 +64,25 @@ def pod_template_revisions(topology: Topology) -> dict[tuple[str, str], int]:
 
 
 def topology_pods(topology: Topology) -> list[dict[str, Any]]:
-    """Pods of the topology by role, read live from the cluster (empty when unreachable)."""
+    """Pods of the topology by role, read live from the cluster (empty when unreachable, or when it does not
+    answer within ``PREFLIGHT_PAGE_TIMEOUT_SECONDS``: the page never waits out the Kubernetes timeouts)."""
     import kube
     from clusters.selectors import cluster_connection
     from kube.labels import ROLE, TEMPLATE_HASH
+    from topologies.preflight_cache import page_timeout_seconds, run_bounded
     from topologies.selectors import pod_selector
 
+    conn = cluster_connection(topology.cluster)
+    namespace, selector = topology.namespace, pod_selector(topology)
     try:
-        pods = kube.list_pods(
-            cluster_connection(topology.cluster), topology.namespace, pod_selector(topology)
+        done, listed = run_bounded(
+            f"pods:{conn.cluster_id}:{conn.server}:{namespace}:{selector}",
+            lambda: kube.list_pods(conn, namespace, selector),
+            page_timeout_seconds(),
         )
     except kube.KubeError:
         return []
+    pods = listed if done and listed is not None else []
     revisions = pod_template_revisions(topology)
     deployed = topology.deployed_revision.number if topology.deployed_revision is not None else None
     rows = []
@@ -111,12 +119,47 @@ def topology_pods(topology: Topology) -> list[dict[str, Any]]:
 
 
 def preflight_blocking(topology: Topology) -> list[Any]:
-    """Preflight's blocking findings for the desired revision (the Deploy button waits for none)."""
-    from topologies.services import topology_preflight
+    """Preflight's blocking findings for the desired revision (the Deploy button waits for none). Cached
+    facts or a bounded read (``topologies.preflight_cache``): the page never waits on a silent cluster."""
+    from topologies.services import topology_preflight_bounded
 
     if topology.current_revision is None:
         return []
-    return [f for f in topology_preflight(topology=topology) if f.blocking]
+    return [f for f in topology_preflight_bounded(topology=topology) if f.blocking]
+
+
+# Preflight at request time cannot settle an unreachable cluster (it may answer a moment later, and the
+# deploy job runs preflight again before applying anything): only findings it could verify refuse the deploy.
+UNVERIFIED_AT_REQUEST = frozenset({"cluster_unreachable"})
+
+
+def deploy_preflight_refusal(topology: Topology, revision: Any = None) -> DomainError | None:
+    """The deploy API's answer when preflight blocks the revision: 409 naming each blocking finding (its
+    spec field, message and fix) and ``override_preflight``, the way to deploy anyway. None: go ahead."""
+    from topologies.services import topology_preflight_bounded
+
+    chosen = revision or topology.current_revision
+    if chosen is None:
+        return None
+    findings = [
+        f
+        for f in topology_preflight_bounded(topology=topology, revision=chosen)
+        if f.blocking and f.code not in UNVERIFIED_AT_REQUEST
+    ]
+    if not findings:
+        return None
+    fields: dict[str, list[str]] = {}
+    for finding in findings:
+        fields.setdefault(finding.field or "cluster", []).append(f"{finding.message}; fix: {finding.fix}")
+    fields["override_preflight"] = ["or deploy anyway: give the reason here (recorded in the audit log)"]
+    listed = "; ".join(f"{f.code} ({f.field or 'cluster'}): {f.message}" for f in findings)
+    return DomainError(
+        f"preflight blocks revision {chosen.number}: {listed}. Fix the spec, or deploy anyway with "
+        "override_preflight giving the reason",
+        code="preflight_blocked",
+        fields=fields,
+        status_code=409,
+    )
 
 
 def topology_panel_context(topology: Topology, request: Any = None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from django.db.models import Max
 
 from audit.services import audit_record
 from controlplane.api.errors import Conflict, DomainError
+from topologies import preflight_cache
 from topologies.importing import ImportResult, import_manifests
 from topologies.models import Revision, Topology
 from topologies.preflight import (
@@ -294,11 +295,22 @@ def cluster_facts(*, cluster: Cluster, spec: TopologySpec, topology: Topology | 
 
 
 def spec_preflight(
-    *, cluster: Cluster, spec: dict[str, Any] | TopologySpec, topology: Topology | None = None
+    *,
+    cluster: Cluster,
+    spec: dict[str, Any] | TopologySpec,
+    topology: Topology | None = None,
+    facts: ClusterFacts | None = None,
 ) -> list[Finding]:
-    """Preflight an unsaved spec against a cluster (raises SpecError when the spec itself is invalid)."""
+    """Preflight an unsaved spec against a cluster (raises SpecError when the spec itself is invalid).
+
+    ``facts``: already read (``topology_preflight_bounded``); otherwise they are read live and remembered,
+    so an explicit preflight refreshes what the topology page shows (``topologies.preflight_cache``)."""
     parsed = _parse(spec)
-    facts = cluster_facts(cluster=cluster, spec=parsed, topology=topology)
+    if facts is None:
+        facts = cluster_facts(cluster=cluster, spec=parsed, topology=topology)
+        preflight_cache.remember(
+            preflight_cache.facts_key(cluster=cluster, spec=parsed, topology=topology), facts
+        )
     deployed = topology.deployed_revision if topology is not None else None
     topology_id = topology.pk if topology is not None else None
     findings = run_preflight(
@@ -316,6 +328,26 @@ def topology_preflight(*, topology: Topology, revision: Revision | None = None) 
     chosen = revision or topology.current_revision
     spec = TopologySpec.from_dict(chosen.spec if chosen is not None else topology.spec)
     return spec_preflight(cluster=topology.cluster, spec=spec, topology=topology)
+
+
+def topology_preflight_bounded(
+    *, topology: Topology, revision: Revision | None = None, timeout: float | None = None
+) -> list[Finding]:
+    """Preflight for the topology page and the deploy API: the facts cached for this spec, cluster and
+    deploy state, or read within ``timeout`` (default ``PREFLIGHT_PAGE_TIMEOUT_SECONDS``); a cluster that
+    does not answer in time is a ``cluster_unreachable`` finding, never a page that hangs."""
+    chosen = revision or topology.current_revision
+    spec = TopologySpec.from_dict(chosen.spec if chosen is not None else topology.spec)
+    cluster = topology.cluster
+    _ = topology.deployed_revision  # loaded here: the background read must not need this thread's database
+
+    def read() -> ClusterFacts:
+        return cluster_facts(cluster=cluster, spec=spec, topology=topology)
+
+    facts = preflight_cache.bounded_facts(
+        cluster=cluster, spec=spec, topology=topology, read=read, timeout=timeout
+    )
+    return spec_preflight(cluster=cluster, spec=spec, topology=topology, facts=facts)
 
 
 @transaction.atomic

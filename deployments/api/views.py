@@ -107,19 +107,26 @@ class _TopologyAction(GenericAPIView[Topology]):
 
 @extend_schema(request=DeployInputSerializer, responses={202: DeploymentSerializer})
 class TopologyDeploy(_TopologyAction):
-    """Deploy the current (or a given) revision. 202 with the queued deployment; 409 when one is running.
-    Preflight runs first and a blocking finding stops the deploy, unless ``override_preflight`` says why."""
+    """Deploy the current (or a given) revision. 202 with the queued deployment; 409 when one is running,
+    or when preflight blocks the revision (``preflight_blocked``: each blocking finding under its spec field,
+    and ``override_preflight``), unless ``override_preflight`` says why to deploy anyway (audited). An
+    unreachable cluster does not refuse the request: the job's own preflight decides before applying."""
 
     input_serializer = DeployInputSerializer
 
     def start(self, request: Request, topology: Topology, data: dict[str, Any]) -> Deployment:
         revision = self._revision(topology, data["revision"]) if data.get("revision") else None
+        override = str(data.get("override_preflight") or "")
+        if not override.strip():
+            refusal = selectors.deploy_preflight_refusal(topology, revision)
+            if refusal is not None:
+                raise refusal
         return services.deployment_start(
             topology=topology,
             revision=revision,
             actor=request.user,
             source_ip=client_ip(request),
-            override_preflight=str(data.get("override_preflight") or ""),
+            override_preflight=override,
         )
 
 

@@ -102,7 +102,14 @@ def test_reapply_uses_the_deployed_revision(as_operator, topology):
 
 
 def test_list_filters_by_topology_state_and_kind(as_operator, make_topology, topology):
-    other = make_topology(name="second")
+    routing = {
+        "model_name": "second-model",
+        "timeout_seconds": 300,
+        "retry_attempts": 3,
+        "retry_interval_ms": 150,
+    }
+    # A model name of its own: the same name on one router is a conflict preflight refuses to deploy.
+    other = make_topology(name="second", model_name="second-model", routing=routing)
     a = as_operator.post(f"/api/v1/topologies/{topology.pk}/deploy/").json()
     b = as_operator.post(f"/api/v1/topologies/{other.pk}/deploy/").json()
     Deployment.objects.filter(pk=b["id"]).update(state=State.SUCCEEDED)
