@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypedDict
 
+from deployments.diagnosis_kubelet import config_cause, rejected_arguments
+
 
 class PodLike(Protocol):
     """What diagnosis reads of a pod (kube.PodInfo satisfies it)."""
@@ -75,15 +77,7 @@ CRASH_REASONS = {"CrashLoopBackOff", "Error", "RunContainerError"}
 _IMAGE_RE = re.compile(r'image "([^"]+)"')
 _MOUNT_RE = re.compile(r'(configmap|secret)s? "([^"]+)" not found', re.IGNORECASE)
 _VOLUME_RE = re.compile(r'for volume "([^"]+)"')
-# The kubelet's words when a container's env references what does not exist (kubelet_pods.go
-# makeEnvironmentVariables): the object missing, or a key missing from it.
-_CONFIG_OBJECT_RE = re.compile(r'\b(configmap|secret) "([^"]+)" not found', re.IGNORECASE)
-_CONFIG_KEY_RE = re.compile(r"couldn't find key (\S+) in (ConfigMap|Secret) ([^/\s]+)/(\S+)", re.IGNORECASE)
 _CLAIM_RE = re.compile(r'persistentvolumeclaim "([^"]+)" not found')
-# argparse's refusal of options the engine does not know (vLLM: `vllm: error: unrecognized arguments:
-# --foo`, SGLang `launch_server.py: error: ...`).
-_UNRECOGNIZED_RE = re.compile(r": error: unrecognized arguments: (.+)$")
-_AMBIGUOUS_RE = re.compile(r": error: ambiguous option: (\S+) could match (.+)$")
 _INSUFFICIENT_RE = re.compile(r"Insufficient ([A-Za-z0-9.\-/_]+)")
 _ERROR_LINE_RE = re.compile(r"error|exception|traceback|invalid|unrecognized|failed|fatal|refused", re.I)
 _MOONCAKE_RE = re.compile(r"mooncake", re.I)
@@ -188,68 +182,6 @@ def _scheduling(
         f"The {{roles}} pods cannot be scheduled: {_without_counts(message.strip())}",
         "Check the {roles} node selector and the nodes' taints and capacity.",
         pod_names,
-    )
-
-
-def _config_missing(text: str, namespace: str) -> _Found | None:
-    """A container that cannot start because its env names a Secret/ConfigMap (or key) that does not
-    exist: the kubelet's CreateContainerConfigError."""
-    key = _CONFIG_KEY_RE.search(text)
-    if key:
-        name, kind = key.group(4), "ConfigMap" if key.group(2).lower() == "configmap" else "Secret"
-        return _Found(
-            f"{kind.lower()}_missing",
-            f"The {{roles}} pods cannot start (CreateContainerConfigError): {kind} `{name}` in namespace "
-            f"`{key.group(3)}` has no key `{key.group(1)}`.",
-            f"Add the key `{key.group(1)}` to the {kind} `{name}`, or fix the key the {{roles}} env "
-            "references, then deploy again.",
-        )
-    found = _CONFIG_OBJECT_RE.search(text)
-    if found is None:
-        return None
-    kind = "ConfigMap" if found.group(1).lower() == "configmap" else "Secret"
-    name = found.group(2)
-    where = f" in namespace `{namespace}`" if namespace else ""
-    create = (
-        f"`kubectl create secret generic {name} -n {namespace} --from-literal=KEY=VALUE`"
-        if kind == "Secret" and namespace
-        else f"the {kind}"
-    )
-    return _Found(
-        f"{kind.lower()}_missing",
-        f"The {{roles}} pods cannot start (CreateContainerConfigError): {kind} `{name}` not found{where}.",
-        f"Create it ({create}) or fix the reference in the {{roles}} env, then deploy again; the pods "
-        "start by themselves once it exists.",
-    )
-
-
-def _rejected_arguments(line: str) -> _Found | None:
-    """The engine refused options it does not know (argparse's `unrecognized arguments`)."""
-    ambiguous = _AMBIGUOUS_RE.search(line)
-    if ambiguous:
-        option, could = ambiguous.group(1).split("=", 1)[0], ambiguous.group(2).split(", ")
-        listed = ", ".join(f"`{c}`" for c in could[:4]) + (
-            f" and {len(could) - 4} more" if len(could) > 4 else ""
-        )
-        return _Found(
-            "engine_argument_rejected",
-            f"The {{roles}} engine rejected argument `{option}` and exits at start (CrashLoopBackOff, "
-            f"{{restarts}} restarts): it is ambiguous, it could be {listed}.",
-            "Write the option in full in the {roles} role's extra args, then deploy again.",
-        )
-    match = _UNRECOGNIZED_RE.search(line)
-    if match is None:
-        return None
-    words = match.group(1).split()
-    options = [word.split("=", 1)[0] for word in words if word.startswith("-")] or words
-    names = ", ".join(f"`{option}`" for option in options)
-    plural = "s" if len(options) > 1 else ""
-    return _Found(
-        "engine_argument_rejected",
-        f"The {{roles}} engine rejected argument{plural} {names} and exits at start (CrashLoopBackOff, "
-        f'{{restarts}} restarts): "{line.strip()}"',
-        f"Remove {names} from the {{roles}} role's extra args (the engine version in the image does not "
-        "know " + ("them" if plural else "it") + "), then deploy again.",
     )
 
 
@@ -362,21 +294,18 @@ def diagnose(
                 [getattr(pod, "message", "") or ""]
                 + [e.message for e in pod_events if e.involved_name == pod.name and e.reason == "Failed"]
             )
-            item = _config_missing(said, namespace) or _Found(
-                "config_error",
-                "The {roles} pods cannot start (CreateContainerConfigError): "
-                + (getattr(pod, "message", "") or "the kubelet cannot build the container's config")
-                + ".",
-                "Check the Secrets and ConfigMaps the {roles} env and envFrom reference, then deploy again.",
+            add(
+                _Found(
+                    *config_cause(said, getattr(pod, "message", "") or "", namespace),
+                    [pod.name],
+                    [_role(pod)],
+                )
             )
-            item.pods, item.roles = [pod.name], [_role(pod)]
-            add(item)
         elif reason in CRASH_REASONS or pod.restarts > 0:
             line = last_error_line(logs.get(pod.name, ""))
-            rejected = _rejected_arguments(line)
+            rejected = rejected_arguments(line)
             if rejected is not None:
-                rejected.pods, rejected.roles, rejected.restarts = [pod.name], [_role(pod)], pod.restarts
-                add(rejected)
+                add(_Found(*rejected, [pod.name], [_role(pod)], pod.restarts))
             elif _MOONCAKE_RE.search(line) and _MASTER_RE.search(line):
                 addr = _MASTER_ADDR_RE.search(line)
                 where = f" at `{addr.group(1)}`" if addr else ""
