@@ -14,7 +14,7 @@ import secrets
 import time
 from typing import Any
 
-from sandbox.engine.openai import CompletionRequest, RequestError, length_controls
+from sandbox.engine.openai import CompletionRequest, RequestError, length_controls, public_id
 from sandbox.engine.tokens import chat_prompt
 from sandbox.engine.tools import messages_tools, responses_tools, responses_tools_problem
 
@@ -129,7 +129,7 @@ def message_body(
     req: CompletionRequest, request_id: str, text: str, finish: str | None, usage: dict[str, Any]
 ) -> dict[str, Any]:
     return {
-        "id": f"chatcmpl-{request_id}",
+        "id": public_id(request_id),
         "type": "message",
         "role": "assistant",
         "content": [{"type": "text", "text": text}],
@@ -148,7 +148,7 @@ class MessageStream:
     reason and usage, ``message_stop``: the events vLLM writes, in its order."""
 
     def __init__(self, req: CompletionRequest, request_id: str, prompt_tokens: int) -> None:
-        self.req, self.id, self.prompt_tokens = req, f"chatcmpl-{request_id}", prompt_tokens
+        self.req, self.id, self.prompt_tokens = req, public_id(request_id), prompt_tokens
 
     def opening(self) -> bytes:
         message: dict[str, Any] = {

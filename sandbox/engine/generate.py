@@ -84,14 +84,16 @@ def _answer(
     text = "" if call else filler(0, seq.generated)
     finish = _finish(req, seq, call)
     if req.api == "messages":
-        body = dialects.message_body(req, seq.request_id, text, finish, _usage(seq))
+        body = dialects.message_body(req, seq.request_id, text, finish, _usage(engine, seq))
         if call:
             body["content"] = [toolcalls.tool_use_block(call, toolcalls.call_id())]
         return body
     if req.api == "responses":
         writer = toolcalls.FunctionCallWriter(req, seq.request_id, call) if call else None
-        return (writer or dialects.ResponseWriter(req, seq.request_id)).body(text, finish, _usage(seq))
-    body = full_response(req, seq.request_id, text, finish, _usage(seq), _kv_params(engine, seq))
+        return (writer or dialects.ResponseWriter(req, seq.request_id)).body(
+            text, finish, _usage(engine, seq)
+        )
+    body = full_response(req, seq.request_id, text, finish, _usage(engine, seq), _kv_params(engine, seq))
     if call:
         body["choices"][0]["message"] = toolcalls.chat_message(call, toolcalls.call_id())
     return body
@@ -240,8 +242,22 @@ def _room_for_output(limit: int, prompt_len: int, max_tokens: int | None) -> int
     return max(1, limit - prompt_len)
 
 
-def _usage(seq: Sequence) -> dict[str, Any]:
-    return usage(seq.prompt_len, seq.generated, seq.cached_tokens)
+def _usage(engine: SimEngine, seq: Sequence) -> dict[str, Any]:
+    """vLLM 0.32's usage: ``prompt_tokens_details`` only when started with --enable-prompt-tokens-details
+    (else null), with the prefix-cache hits; a decode instance reports the prefill's hits, which the
+    prefill hands over in ``kv_transfer_params.remote_prefill_cached_tokens`` (v1/core/sched/scheduler.py,
+    v1/engine/output_processor.py)."""
+    if "--enable-prompt-tokens-details" not in engine.spec.args:
+        return usage(seq.prompt_len, seq.generated, None)
+    remote = (seq.remote or {}).get("remote_prefill_cached_tokens")
+    cached = remote if isinstance(remote, int) else seq.cached_tokens
+    block = engine.cfg.block_size
+    created = max(0, (seq.prompt_len // block) * block - seq.cached_tokens) if remote is None else 0
+    return usage(
+        seq.prompt_len,
+        seq.generated,
+        {"cached_tokens": cached, "created_cache_tokens": created, "multimodal_tokens": None},
+    )
 
 
 def _kv_params(engine: SimEngine, seq: Sequence) -> dict[str, Any] | None:
@@ -256,6 +272,7 @@ def _kv_params(engine: SimEngine, seq: Sequence) -> dict[str, Any] | None:
         "remote_block_ids": list(range(engine.scheduler.blocks_for(seq.prompt_len))),
         "request_id": seq.request_id,
         "tp_size": 1,
+        "remote_prefill_cached_tokens": seq.cached_tokens,  # the P side's prefix-cache hits, for the D side
     }
 
 
@@ -289,7 +306,7 @@ async def _stream(
                 await response.write(b"".join(chunks))
                 sent = seq.generated
             if seq.state == "done":
-                await response.write(writer.closing(_finish(req, seq, call), _usage(seq)))
+                await response.write(writer.closing(_finish(req, seq, call), _usage(engine, seq)))
                 break
         await response.write_eof()
     except (ConnectionResetError, ConnectionError):

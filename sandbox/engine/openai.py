@@ -160,13 +160,19 @@ def length_controls(body: dict[str, Any], max_tokens: int | None, *, min_tokens:
     }
 
 
-def usage(prompt_tokens: int, completion_tokens: int, cached: int) -> dict[str, Any]:
+def usage(prompt_tokens: int, completion_tokens: int, details: dict[str, Any] | None) -> dict[str, Any]:
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached},
+        "prompt_tokens_details": details,
     }
+
+
+def public_id(request_id: str) -> str:
+    """The id vLLM answers with: its request id (already `chatcmpl-<id>`/`cmpl-<id>`) without the
+    engine's per-prompt `-0`; never the prefix twice (vLLM 0.32: `chatcmpl-94c2bd3f50017b25`)."""
+    return request_id.removesuffix("-0")
 
 
 def full_response(
@@ -186,7 +192,7 @@ def full_response(
             "finish_reason": finish_reason,
             "stop_reason": None,
         }
-        body = {"id": f"chatcmpl-{request_id}", "object": "chat.completion", "created": created}
+        body = {"id": public_id(request_id), "object": "chat.completion", "created": created}
     else:
         choice = {
             "index": 0,
@@ -195,7 +201,7 @@ def full_response(
             "finish_reason": finish_reason,
             "stop_reason": None,
         }
-        body = {"id": f"cmpl-{request_id}", "object": "text_completion", "created": created}
+        body = {"id": public_id(request_id), "object": "text_completion", "created": created}
     body.update(
         {"model": req.model, "choices": [choice], "system_fingerprint": FINGERPRINT, "usage": usage_body}
     )
@@ -209,7 +215,7 @@ class ChunkWriter:
 
     def __init__(self, req: CompletionRequest, request_id: str) -> None:
         self.req = req
-        self.id = f"chatcmpl-{request_id}" if req.chat else f"cmpl-{request_id}"
+        self.id = public_id(request_id)
         self.object = "chat.completion.chunk" if req.chat else "text_completion"
         self.created = int(time.time())
 
