@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from topologies.importing import fidelity, kthena, plain
+from topologies.importing import fidelity, kthena, minimal, plain
 from topologies.importing.report import Report
 from topologies.spec import SpecError, TopologySpec
 
@@ -121,6 +121,7 @@ def import_manifests(text: str, *, overrides: dict[str, Any] | None = None) -> I
             "kvConnector); choose the KV connector the engines use, or import the ModelServer too"
         ]
     if not errors:
+        spec = minimal.prune(spec)  # the overlay says only what Tandem would not render anyway
         kthena.compare_kv_transfer(spec, report)
         account(docs, TopologySpec.from_dict(spec), report)
     return ImportResult(spec=spec, report=report, errors=errors, source=source)
@@ -142,7 +143,8 @@ def account(docs: list[dict[str, Any]], spec: TopologySpec, report: Report) -> N
     """Render the imported spec and note every source field it writes differently, and each question."""
     from topologies.render import render
 
-    for diff in fidelity.differences(docs, render(spec, topology_id=0, revision=0)):
+    topology_id, revision = fidelity.identity(docs)
+    for diff in fidelity.differences(docs, render(spec, topology_id=topology_id, revision=revision)):
         if not diff.added:
             report.changed(diff.path, diff.describe())
     for path in spec.unanswered():

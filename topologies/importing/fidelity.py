@@ -117,8 +117,9 @@ def _where(doc: dict[str, Any]) -> str:
 
 
 def _role(doc: dict[str, Any]) -> str:
-    labels = ((((doc.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("labels")) or {}
-    return str(labels.get("tandem.io/role", "")) or str((doc.get("metadata") or {}).get("name", ""))
+    from topologies.importing.plain import role_of
+
+    return role_of(doc)
 
 
 def pairs(source: list[dict[str, Any]], rendered: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Any]]:
@@ -128,11 +129,25 @@ def pairs(source: list[dict[str, Any]], rendered: list[dict[str, Any]]) -> list[
         kind = doc.get("kind")
         same = [o for o in rendered if o.get("kind") == kind]
         if kind == "Deployment":
-            role = next((r for r in ("prefill", "decode") if r in _role(doc)), "")
+            role = _role(doc)
             same = [o for o in same if role and _role(o) == role]
         if kind in ("ModelServing", "ModelServer", "ModelRoute", "Deployment"):
             out.append((doc, same[0] if same else MISSING))
     return out
+
+
+def identity(source: list[dict[str, Any]]) -> tuple[int, int]:
+    """(topology id, revision) a source exported by Tandem carries in its labels, else (0, 0): the render
+    compared with it uses them, so Tandem's own objects compare equal, hashes and selectors included."""
+    for doc in source:
+        found = (doc.get("metadata") or {}).get("labels") or {}
+        topology, revision = (
+            str(found.get("tandem.io/topology", "")),
+            str(found.get("tandem.io/revision", "")),
+        )
+        if topology.isdigit() and revision.isdigit():
+            return int(topology), int(revision)
+    return 0, 0
 
 
 def differences(source: list[dict[str, Any]], rendered: list[dict[str, Any]]) -> list[Difference]:

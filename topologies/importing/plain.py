@@ -56,6 +56,9 @@ def draft(docs: list[dict[str, Any]], report: Report) -> tuple[dict[str, Any], d
         if kind == "Service":
             report.mapped(where, "", "Tandem renders a headless Service per role and the router's Service")
             continue
+        if kind in ("ServiceAccount", "Role", "RoleBinding") and role_of(doc) == "router":
+            report.mapped(where, "", f"Tandem renders the router's {kind} (it reads the role pods)")
+            continue
         if kind != "Deployment":
             report.unsupported(where, f"{kind} is not part of a topology; keep applying it yourself")
             continue

@@ -125,36 +125,3 @@ def test_the_edit_page_and_the_revision_diff_show_the_overlay(client, operator, 
         {**spec_to_values(topology.spec), "roles.prefill.pod_overlay": "engine:\n  image: other:1\n"},
     ).content.decode()
     assert "engine.image: is modelled by the spec; set image instead" in refused
-
-
-def _examples() -> list[tuple[str, str]]:
-    from topologies.tests.test_import_roundtrip import _cases
-
-    return _cases()
-
-
-@pytest.mark.parametrize("backend", ["kthena", "deployments"])
-def test_every_imported_example_renders_objects_the_schemas_accept(backend: str) -> None:
-    """What the overlays carry keeps the rendered objects valid: Kthena's CRD schemas for its kinds,
-    Kubernetes' own (strict) for Deployments, Services and ConfigMaps."""
-    import kubernetes_validate
-
-    from topologies.tests.test_render_schemas import (
-        K8S_VERSION,
-        PROJECT_SCHEMAS,
-        _upstream_schemas,
-        _validate_custom,
-    )
-
-    upstream = _upstream_schemas()
-    for name, text in _examples():
-        result = import_manifests(text)
-        assert result.ok, (name, result.errors)
-        for obj in render(
-            TopologySpec.from_dict({**result.spec, "backend": backend}), topology_id=5, revision=1
-        ):
-            if obj["apiVersion"].endswith(".volcano.sh/v1alpha1"):
-                _validate_custom(obj, PROJECT_SCHEMAS)
-                _validate_custom(obj, upstream)
-            else:
-                kubernetes_validate.validate(obj, K8S_VERSION, strict=True)

@@ -146,3 +146,25 @@ def test_every_object_and_pod_template_carries_topology_labels(name: str, spec: 
             assert pod_labels["tandem.io/topology"] == "11"
             assert len(pod_labels["tandem.io/template-hash"]) == 10
             assert "tandem.io/revision" not in pod_labels
+
+
+def test_every_imported_kthena_example_renders_pod_templates_the_schemas_accept() -> None:
+    """What the pod-template overlays of Kthena's own P/D examples carry (init containers, sidecars,
+    volumes, probes, ...) keeps the rendered objects valid on both backends: the ModelServing against
+    Kthena's CRD schemas, each role's Deployment against Kubernetes' own (strict)."""
+    from topologies.importing import import_manifests
+    from topologies.tests.test_import_roundtrip import _cases
+
+    schemas = (PROJECT_SCHEMAS, _upstream_schemas())
+    for name, text in _cases():
+        result = import_manifests(text)
+        assert result.ok, (name, result.errors)
+        assert any(result.spec["roles"][r]["pod_overlay"] for r in ("prefill", "decode")), name
+        for backend in ("kthena", "deployments"):
+            spec = TopologySpec.from_dict({**result.spec, "backend": backend})
+            for obj in render(spec, topology_id=5, revision=1):
+                if obj["kind"] == "ModelServing":
+                    for known in schemas:
+                        _validate_custom(obj, known)
+                elif obj["kind"] == "Deployment" and not obj["metadata"]["name"].endswith("-router"):
+                    kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
