@@ -35,9 +35,10 @@ async def _read(pieces: int, limit: int) -> bytes:
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     try:
-        async with aiohttp.ClientSession() as session:
-            async with session.get(f"http://127.0.0.1:{port}/", params={"pieces": pieces}) as response:
-                return await read_whole(response, limit=limit)
+        url = f"http://127.0.0.1:{port}/"
+        query = {"pieces": pieces}
+        async with aiohttp.ClientSession() as session, session.get(url, params=query) as response:
+            return await read_whole(response, limit=limit)
     finally:
         await runner.cleanup()
 
