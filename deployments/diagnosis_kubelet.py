@@ -52,8 +52,7 @@ def _config_missing(text: str, namespace: str) -> Cause | None:
     return Cause(
         f"{kind.lower()}_missing",
         f"The {{roles}} pods cannot start (CreateContainerConfigError): {kind} `{name}` not found{where}.",
-        f"Create it ({create}) or fix the reference in the {{roles}} env, then deploy again; the pods "
-        "start by themselves once it exists.",
+        f"Create it ({create}) or fix the reference in the {{roles}} env, then deploy again.",
     )
 
 

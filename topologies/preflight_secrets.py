@@ -81,7 +81,7 @@ def check_secret_references(namespace: str, rendered: Iterable[dict[str, Any]]) 
                 f"{roles} pods reference it ({'; '.join(sorted(entry['how']))}); if it is missing they "
                 "will not start (CreateContainerConfigError)",
                 f"check it exists before deploying (kubectl get secret {name} -n {namespace}), or create "
-                "it; the pods start by themselves once it exists",
+                "it first",
             )
         )
     return findings
