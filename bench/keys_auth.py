@@ -193,7 +193,7 @@ def main() -> int:
     assert record is not None
 
     def limit_check() -> None:
-        outcome = limits.acquire(record, slot="bench", source_ip=ip, now=limits.now_utc())
+        outcome = limits.acquire(record, slot="bench", source_ip=ip)
         assert isinstance(outcome, limits.Acquired)
         limits.settle(record, slot=outcome.slot)
 
