@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -15,6 +16,7 @@ from controlplane.client_ip import client_ip
 from deployments.rollback_services import rollback_target, topology_keep_running, topology_rollback_start
 from deployments.rollbacks import candidate_for, rollback_plan
 from topologies import selectors as topology_selectors
+from topologies.answers import answer
 from topologies.models import Topology
 
 
@@ -66,7 +68,7 @@ def topology_rollback(request: HttpRequest, pk: int) -> HttpResponse:
         return _confirm_page(request, topology, choice)
     try:
         revision = rollback_target(topology=topology, number=ascii_int(choice) if choice else None)
-        topology_rollback_start(
+        deployment = topology_rollback_start(
             topology=topology,
             to_revision=revision,
             actor=request.user,
@@ -75,6 +77,12 @@ def topology_rollback(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except DomainError as error:
         return _confirm_page(request, topology, choice, error=f"Not rolled back: {error.message}", status=400)
+    answer(
+        request,
+        "deployments",
+        messages.SUCCESS,
+        f"Deployment #{deployment.pk} queued: back to revision {revision.number}; its progress shows below.",
+    )
     return _back(pk)
 
 
@@ -83,7 +91,14 @@ def topology_rollback(request: HttpRequest, pk: int) -> HttpResponse:
 def keep_running(request: HttpRequest, pk: int) -> HttpResponse:
     topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
     try:
-        topology_keep_running(topology=topology, actor=request.user, source_ip=client_ip(request))
+        kept = topology_keep_running(topology=topology, actor=request.user, source_ip=client_ip(request))
     except DomainError as error:
         return _confirm_page(request, topology, "keep", error=f"Not kept: {error.message}", status=400)
+    number = kept.deployed_revision.number if kept.deployed_revision is not None else "–"
+    answer(
+        request,
+        "deployments",
+        messages.SUCCESS,
+        f"Kept revision {number} running; it is the desired revision again and nothing was deployed.",
+    )
     return _back(pk)

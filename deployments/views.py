@@ -17,14 +17,20 @@ from deployments import selectors, services
 from deployments.forms import DeployPolicyForm, field_errors_text
 from deployments.models import Deployment
 from topologies import selectors as topology_selectors
+from topologies.answers import answer, keep_input
 
 
 def _back(topology_id: int) -> HttpResponseRedirect:
     return HttpResponseRedirect(reverse("topologies:detail", args=[topology_id]) + "#deployments")
 
 
+def _say(request: HttpRequest, level: int, text: str) -> None:
+    """The answer shows inside the deployments panel, where the form was sent."""
+    answer(request, "deployments", level, text)
+
+
 def _started(request: HttpRequest, deployment: Deployment) -> None:
-    messages.success(request, f"Deployment #{deployment.pk} ({deployment.describe()}) queued.")
+    _say(request, messages.SUCCESS, f"Deployment #{deployment.pk} ({deployment.describe()}) queued.")
 
 
 def _int(value: str | None) -> int | None:
@@ -47,7 +53,7 @@ def topology_deploy(request: HttpRequest, pk: int) -> HttpResponse:
             ),
         )
     except DomainError as error:
-        messages.error(request, f"Not deployed: {error.message}")
+        _say(request, messages.ERROR, f"Not deployed: {error.message}")
     return _back(pk)
 
 
@@ -58,7 +64,8 @@ def topology_scale(request: HttpRequest, pk: int) -> HttpResponse:
     replicas = _int(request.POST.get("replicas"))
     role = request.POST.get("role", "")
     if replicas is None or replicas < 0 or role not in services.ROLES:
-        messages.error(request, "Scale: choose prefill or decode and a replica count of 0 or more.")
+        keep_input(request, f"scale-{pk}", request.POST)
+        _say(request, messages.ERROR, "Scale: choose prefill or decode and a replica count of 0 or more.")
         return _back(pk)
     try:
         _started(
@@ -73,7 +80,8 @@ def topology_scale(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except DomainError as error:
         detail = "; ".join(f"{k}: {v[0]}" for k, v in error.fields.items()) if error.fields else ""
-        messages.error(request, f"Not scaled: {error.message}" + (f" ({detail})" if detail else ""))
+        keep_input(request, f"scale-{pk}", request.POST, error.fields)
+        _say(request, messages.ERROR, f"Not scaled: {error.message}" + (f" ({detail})" if detail else ""))
     return _back(pk)
 
 
@@ -89,7 +97,7 @@ def topology_reapply(request: HttpRequest, pk: int) -> HttpResponse:
             ),
         )
     except DomainError as error:
-        messages.error(request, f"Not re-applied: {error.message}")
+        _say(request, messages.ERROR, f"Not re-applied: {error.message}")
     return _back(pk)
 
 
@@ -99,11 +107,13 @@ def deployment_cancel(request: HttpRequest, pk: int) -> HttpResponse:
     deployment = get_object_or_404(selectors.deployment_list(), pk=pk)
     try:
         services.deployment_cancel(deployment=deployment, actor=request.user, source_ip=client_ip(request))
-        messages.info(
-            request, f"Cancelling deployment #{deployment.pk}; it returns to the last good revision."
+        _say(
+            request,
+            messages.INFO,
+            f"Cancelling deployment #{deployment.pk}; it returns to the last good revision.",
         )
     except DomainError as error:
-        messages.error(request, error.message)
+        _say(request, messages.ERROR, error.message)
     return (
         _back(deployment.topology_id) if deployment.topology_id else HttpResponseRedirect(reverse("overview"))
     )
@@ -116,7 +126,8 @@ def topology_deploy_policy(request: HttpRequest, pk: int) -> HttpResponse:
     topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
     form = DeployPolicyForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"Deploy policy not saved: {field_errors_text(form.errors)}.")
+        keep_input(request, f"deploy-policy-{pk}", request.POST, form.errors)
+        _say(request, messages.ERROR, f"Deploy policy not saved: {field_errors_text(form.errors)}.")
         return _back(pk)
     try:
         policy = services.deploy_policy_set(
@@ -129,10 +140,12 @@ def topology_deploy_policy(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except DomainError as error:
         detail = field_errors_text(error.fields) if error.fields else error.message
-        messages.error(request, f"Deploy policy not saved: {detail}.")
+        keep_input(request, f"deploy-policy-{pk}", request.POST, error.fields)
+        _say(request, messages.ERROR, f"Deploy policy not saved: {detail}.")
         return _back(pk)
-    messages.success(
+    _say(
         request,
+        messages.SUCCESS,
         f"Deploy policy saved: ready timeout {policy.effective_ready_timeout_seconds} s, "
         f"auto-rollback {'on' if policy.effective_auto_rollback else 'off'}, a failed first deploy is "
         f"{'kept' if policy.keep_failed_first_deploy else 'removed'}.",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from typing import Any
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.permissions import role_required
@@ -17,10 +19,22 @@ from gateway import selectors, services
 from gateway.forms import RouteForm
 from gateway.probes import KINDS
 from topologies import selectors as topology_selectors
+from topologies.answers import answer, back_to, keep_input
 
 
-def _back(pk: int) -> HttpResponseRedirect:
-    return HttpResponseRedirect(reverse("topologies:detail", args=[pk]) + "#gateway")
+def _back(pk: int, anchor: str = "answer-gateway") -> HttpResponseRedirect:
+    return back_to(pk, anchor)
+
+
+def _refused(
+    request: HttpRequest, pk: int, detail: str, errors: Mapping[str, Iterable[Any]]
+) -> HttpResponseRedirect:
+    """The error inside the settings form, which opens again holding what was typed (the key excepted)."""
+    keep_input(request, f"gateway-route-{pk}", request.POST, errors, secret=("fallback_api_key",))
+    if request.POST.get("fallback_api_key"):
+        request.session[f"kept-input:gateway-route-{pk}"]["values"]["key_typed"] = "1"
+    answer(request, "gateway", messages.ERROR, f"Gateway settings not saved: {detail}.")
+    return _back(pk)
 
 
 @require_POST
@@ -33,8 +47,9 @@ def topology_verify(request: HttpRequest, pk: int) -> HttpResponse:
             topology=topology, kinds=kinds, params={}, actor=request.user, source_ip=client_ip(request)
         )
     except DomainError as error:
-        messages.error(request, f"Verification not started: {error.message}")
-    return _back(pk)
+        answer(request, "gateway-verify", messages.ERROR, f"Verification not started: {error.message}")
+        return _back(pk, "answer-gateway-verify")
+    return _back(pk, "gateway")  # the run shows at the top of the panel as it goes
 
 
 @require_POST
@@ -43,8 +58,7 @@ def topology_route(request: HttpRequest, pk: int) -> HttpResponse:
     topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
     form = RouteForm(request.POST)
     if not form.is_valid():
-        messages.error(request, f"Gateway settings not saved: {field_errors_text(form.errors)}.")
-        return _back(pk)
+        return _refused(request, pk, field_errors_text(form.errors), form.errors)
     changes = dict(form.cleaned_data)
     if not changes.get("fallback_api_key"):
         changes.pop("fallback_api_key", None)  # empty: keep the stored key
@@ -57,9 +71,10 @@ def topology_route(request: HttpRequest, pk: int) -> HttpResponse:
         )
     except DomainError as error:
         detail = field_errors_text(error.fields) if error.fields else error.message
-        messages.error(request, f"Gateway settings not saved: {detail}.")
-        return _back(pk)
-    messages.success(request, "Gateway settings saved; the gateway uses them within a second.")
+        return _refused(request, pk, detail, error.fields or {})
+    answer(
+        request, "gateway", messages.SUCCESS, "Gateway settings saved; the gateway uses them within a second."
+    )
     return _back(pk)
 
 

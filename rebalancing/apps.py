@@ -7,7 +7,7 @@ class RebalancingConfig(AppConfig):
     name = "rebalancing"
 
     def ready(self) -> None:
-        from rebalancing.selectors import topology_panel_context
+        from rebalancing.views import panel_context
         from topologies.panels import register_panel
 
-        register_panel("rebalancing", "rebalancing/_topology_panel.html", topology_panel_context)
+        register_panel("rebalancing", "rebalancing/_topology_panel.html", panel_context)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.permissions import role_required
@@ -13,11 +14,58 @@ from accounts.roles import Role
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from rebalancing import selectors, services, whatif
+from rebalancing.models import PlannerMode
 from topologies import selectors as topology_selectors
+from topologies.answers import answer, back_to, keep_input
+
+# Field names in the words the panel's labels use (the API's names stay minRatio/min_ratio).
+_WORDS = {
+    "minRatio": "the lowest ratio",
+    "maxRatio": "the highest ratio",
+    "min_ratio": "the lowest ratio",
+    "max_ratio": "the highest ratio",
+}
+
+
+def _in_words(text: str) -> str:
+    for name, words in _WORDS.items():
+        text = text.replace(name, words)
+    return text
+
+
+def _refused(request: HttpRequest, pk: int, form: str, what: str, error: DomainError) -> HttpResponseRedirect:
+    """The error in the panel, in words, and the form as it was sent."""
+    fields = {name: [_in_words(str(m)) for m in msgs] for name, msgs in (error.fields or {}).items()}
+    detail = "; ".join(" ".join(msgs) for msgs in fields.values())
+    text = f"{what}: {_in_words(error.message)}" + (f"; {detail}" if detail else "")
+    keep_input(request, f"rebalancing-{form}-{pk}", request.POST, fields)
+    answer(request, "rebalancing", messages.ERROR, text + ".")
+    return _back(pk)
 
 
 def _back(pk: int) -> HttpResponseRedirect:
-    return HttpResponseRedirect(reverse("topologies:detail", args=[pk]) + "#rebalancing")
+    return back_to(pk, "answer-rebalancing")
+
+
+def panel_context(topology: Any, request: Any = None) -> dict[str, Any]:
+    """The panel's context, with the running pods a person may switch (none when the cluster cannot be
+    asked: the form then says so instead of taking a typed name)."""
+    context = selectors.topology_panel_context(topology, request)
+    instances: list[dict[str, str]] = []
+    if context["rebalancing"]["can_write"] and topology.deployed_revision_id is not None:
+        from rebalancing.switching import role_pods, serving_roles
+
+        try:
+            pods = serving_roles(role_pods(topology))
+        except DomainError:
+            pods = {}
+        instances = [{"name": name, "serving": serving} for name, (serving, _) in sorted(pods.items())]
+    context["rebalancing"]["instances"] = instances
+    return context
+
+
+def rebalance_pod(request: HttpRequest) -> str:
+    return request.POST.get("instance", "").strip() or "the pod"
 
 
 def _int(value: str | None) -> int | None:
@@ -49,9 +97,10 @@ def planner_set(request: HttpRequest, pk: int) -> HttpResponse:
             actor=request.user,
             source_ip=client_ip(request),
         )
-        messages.success(request, f"Planner set to {request.POST.get('mode')}.")
+        mode = dict(PlannerMode.choices).get(request.POST.get("mode", ""), request.POST.get("mode"))
+        answer(request, "rebalancing", messages.SUCCESS, f"Planner saved: {mode}.")
     except DomainError as error:
-        messages.error(request, f"Planner not changed: {error.message}")
+        return _refused(request, pk, "planner", "Planner not changed", error)
     return _back(pk)
 
 
@@ -61,7 +110,16 @@ def ratio_set(request: HttpRequest, pk: int) -> HttpResponse:
     topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
     prefill, decode = _int(request.POST.get("prefill")), _int(request.POST.get("decode"))
     if prefill is None or decode is None:
-        messages.error(request, "Set the ratio: give whole numbers of prefill and decode replicas.")
+        missing = {
+            k: ["give a whole number"] for k, v in (("prefill", prefill), ("decode", decode)) if v is None
+        }
+        keep_input(request, f"rebalancing-ratio-{pk}", request.POST, missing)
+        answer(
+            request,
+            "rebalancing",
+            messages.ERROR,
+            "Ratio not changed: give whole numbers of prefill and decode replicas.",
+        )
         return _back(pk)
     try:
         rebalance = services.rebalance_ratio_start(
@@ -71,9 +129,14 @@ def ratio_set(request: HttpRequest, pk: int) -> HttpResponse:
             actor=request.user,
             source_ip=client_ip(request),
         )
-        messages.success(request, f"Rebalance #{rebalance.pk} to {prefill}P/{decode}D started.")
+        answer(
+            request,
+            "rebalancing",
+            messages.SUCCESS,
+            f"Rebalance #{rebalance.pk} to {prefill} prefill / {decode} decode started (steps above).",
+        )
     except DomainError as error:
-        messages.error(request, f"Ratio not changed: {error.message}")
+        return _refused(request, pk, "ratio", "Ratio not changed", error)
     return _back(pk)
 
 
@@ -89,9 +152,14 @@ def switch_role(request: HttpRequest, pk: int) -> HttpResponse:
             actor=request.user,
             source_ip=client_ip(request),
         )
-        messages.success(request, f"Switch #{rebalance.pk} started.")
+        answer(
+            request,
+            "rebalancing",
+            messages.SUCCESS,
+            f"Switch #{rebalance.pk} started: {rebalance_pod(request)} to {request.POST.get('target_role')}.",
+        )
     except DomainError as error:
-        messages.error(request, f"Not switched: {error.message}")
+        return _refused(request, pk, "switch", "Not switched", error)
     return _back(pk)
 
 
@@ -99,7 +167,7 @@ def switch_role(request: HttpRequest, pk: int) -> HttpResponse:
 @role_required(Role.VIEWER)
 def panel(request: HttpRequest, pk: int) -> HttpResponse:
     topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
-    context = {"topology": topology, **selectors.topology_panel_context(topology, request)}
+    context = {"topology": topology, **panel_context(topology, request)}
     return render(request, "rebalancing/_topology_panel.html", context)
 
 

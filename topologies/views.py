@@ -66,6 +66,16 @@ def _int(value: str | None) -> int | None:
     return ascii_int(value) if value not in (None, "") else None
 
 
+# The topology page's section bar: panel name → (anchor, label); the summary, revisions and manifests
+# are the page's own sections.
+_SECTIONS = {
+    "deployments": ("deployments", "Deployments"),
+    "telemetry": ("telemetry-live", "Live"),
+    "rebalancing": ("rebalancing", "Rebalancing"),
+    "gateway": ("gateway", "Gateway"),
+}
+
+
 @require_GET
 @role_required(Role.VIEWER)
 def topology_detail(request: HttpRequest, pk: int) -> HttpResponse:
@@ -92,6 +102,7 @@ def topology_detail(request: HttpRequest, pk: int) -> HttpResponse:
     roles = topology.spec.get("roles", {})
     rollout = topology_rollout(topology)
     rows = revision_rows(revisions, keep={rollout["desired"], rollout["running"]})
+    rendered = panels.render_panels(topology, request)
     return render(
         request,
         "topologies/detail.html",
@@ -107,11 +118,18 @@ def topology_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "diff": diff,
             "diff_error": diff_error,
             "manifests_yaml": to_yaml(current.manifests) if current is not None else "",
-            "panels": panels.render_panels(topology, request),
+            "panels": rendered,
             "rollout": rollout,
             "revision_rows": rows,
             "folded_count": sum(1 for row in rows if row.folded),
             "ever_ran": ever_ran(topology),
+            "hosts_panels": True,  # panel answers show inside their panels, not at the page top
+            "sections": [
+                ("summary", "Summary"),
+                *(_SECTIONS[name] for name, _ in rendered if name in _SECTIONS),
+                ("revisions", "Revisions"),
+                ("manifests", "Manifests"),
+            ],
         },
     )
 

@@ -103,7 +103,7 @@ def _walk_through(page, env, operator, viewer, topology, lab_sandbox):
         page.fill("#deployments input[name=ready_timeout_seconds]", "120")
         page.select_option("#deployments select[name=auto_rollback]", "off")
         page.click("#deployments >> text=Save policy")
-        expect(page.locator(".messages")).to_contain_text("ready timeout 120 s, auto-rollback off")
+        expect(page.locator("#answer-deployments")).to_contain_text("ready timeout 120 s, auto-rollback off")
         revs = page.inner_text("#deployments .deploy-revs")
         assert "Ready timeout 120 s" in revs and "auto-rollback off" in revs
         page.locator("#deployments .deploy-actions").screenshot(

@@ -33,7 +33,7 @@ def test_operator_sets_the_planner_and_the_ratio_from_the_panel(make_topology, o
     started = client.post(
         f"/rebalancing/topology/{topology.pk}/ratio/", {"prefill": "2", "decode": "2"}, follow=True
     )
-    assert "to 2P/2D started" in started.content.decode()
+    assert "to 2 prefill / 2 decode started" in started.content.decode()
     assert Rebalance.objects.get(topology=topology).target_prefill == 2
     panel = client.get(f"/rebalancing/topology/{topology.pk}/panel/").content.decode()
     assert 'data-active="true"' in panel and "Planned 1P/1D → 2P/2D as 2 moves" in panel

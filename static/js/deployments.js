@@ -12,6 +12,29 @@
     if (label !== undefined) { el.textContent = label; }
   }
 
+  // What a person typed or chose in the panel's forms and has not sent yet survives a refresh.
+  function typedValues(panel) {
+    var typed = [];
+    panel.querySelectorAll("input[id], select[id], textarea[id]").forEach(function (el) {
+      var changed = el.tagName === "SELECT"
+        ? Array.prototype.some.call(el.options, function (o) { return o.selected !== o.defaultSelected; })
+        : (el.type === "checkbox" || el.type === "radio") ? el.checked !== el.defaultChecked : el.value !== el.defaultValue;
+      if (changed || el === document.activeElement) {
+        typed.push({ id: el.id, value: el.value, checked: el.checked, focused: el === document.activeElement });
+      }
+    });
+    return typed;
+  }
+
+  function restoreTyped(panel, typed) {
+    typed.forEach(function (t) {
+      var el = document.getElementById(t.id);
+      if (!el || !panel.contains(el)) { return; }
+      if (el.type === "checkbox" || el.type === "radio") { el.checked = t.checked; } else { el.value = t.value; }
+      if (t.focused) { el.focus(); }
+    });
+  }
+
   // One fetch at a time; a request that arrives meanwhile runs once the current one is done, so the
   // last state of a fast deployment is never lost.
   function refresh(panel) {
@@ -27,7 +50,15 @@
         if (html) {
           var doc = new DOMParser().parseFromString(html, "text/html");
           var fresh = doc.querySelector(".deploy-panel");
-          if (fresh) { panel.innerHTML = fresh.innerHTML; }
+          if (fresh) {
+            // The answer of the form sent last stays (the fresh copy has none: it was shown once).
+            var answer = panel.querySelector("[data-answer]");
+            var slot = fresh.querySelector("[data-answer]");
+            if (answer && slot && !slot.children.length) { slot.innerHTML = answer.innerHTML; }
+            var typed = typedValues(panel);
+            panel.innerHTML = fresh.innerHTML;
+            restoreTyped(panel, typed);
+          }
         }
         document.dispatchEvent(new CustomEvent("tandem:topology-changed", { detail: { topology: panel.dataset.topology } }));
         done();

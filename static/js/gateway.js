@@ -18,7 +18,13 @@
           // The charts stay (they re-read their own data); the parts around them are replaced.
           fresh.querySelectorAll("[data-refresh]").forEach(function (part) {
             var mine = panel.querySelector('[data-refresh="' + part.dataset.refresh + '"]');
-            if (mine) { mine.innerHTML = part.innerHTML; }
+            if (!mine) { return; }
+            // A form's answer was shown once; the fresh copy has none, so it stays.
+            part.querySelectorAll("[data-answer]").forEach(function (slot) {
+              var kept = mine.querySelector('[data-answer="' + slot.dataset.answer + '"]');
+              if (kept && !slot.children.length) { slot.innerHTML = kept.innerHTML; }
+            });
+            mine.innerHTML = part.innerHTML;
           });
           panel.dataset.running = fresh.dataset.running || "";
         }

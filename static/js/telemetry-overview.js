@@ -28,7 +28,12 @@
     if (sorted.some(function (tr, i) { return tr !== rows[i]; })) { sorted.forEach(function (tr) { body.appendChild(tr); }); }
     const problems = sorted.filter(function (tr) { return rank(tr) <= 1; }).length;
     const counter = document.querySelector("[data-problem-count]");
-    if (counter) { T.tween(counter, problems, "count"); }
+    if (counter) {
+      T.tween(counter, problems, "count");
+      // Red while anything is wrong, like every other tile that counts trouble.
+      const tile = counter.closest("[data-problems-tile]");
+      if (tile) { tile.classList.toggle("kpi-violated", problems > 0); }
+    }
   }
 
   function paint(tr) {

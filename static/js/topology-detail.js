@@ -30,3 +30,29 @@
 
   document.addEventListener("tandem:topology-changed", reload);
 })();
+
+// The section bar marks the section being read (the last one whose top has passed under the bar).
+(function () {
+  "use strict";
+  var bar = document.querySelector("[data-section-bar]");
+  if (!bar) { return; }
+  var links = Array.prototype.slice.call(bar.querySelectorAll("a[data-section]"));
+  function mark() {
+    var current = links[0];
+    links.forEach(function (a) {
+      var target = document.getElementById(a.dataset.section);
+      if (target && target.getBoundingClientRect().top <= bar.offsetHeight + 24) { current = a; }
+    });
+    links.forEach(function (a) {
+      if (a === current) { a.setAttribute("aria-current", "true"); } else { a.removeAttribute("aria-current"); }
+    });
+  }
+  var queued = false;
+  window.addEventListener("scroll", function () {
+    if (queued) { return; }
+    queued = true;
+    window.requestAnimationFrame(function () { queued = false; mark(); });
+  }, { passive: true });
+  window.addEventListener("hashchange", mark);
+  mark();
+})();
