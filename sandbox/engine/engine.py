@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.engine import clock
+from sandbox.engine import clock, connector_logs
 from sandbox.engine import links as L
 from sandbox.engine.config import PerfConfig, api_key
 from sandbox.engine.faults import FaultSet
@@ -21,13 +20,6 @@ from sandbox.engine.startup import startup_lines
 from sandbox.engine.vllm_args import connector_family
 
 LOG_LINES = 300
-# vllm-ascend's LLM-DataDist connector, the file and line of each line it writes (vllm-project/vllm-ascend
-# 848419d1ba89, vllm_ascend/distributed/llmdatadist_c_mgr_connector.py: the last commit before its removal)
-C_MGR = "llmdatadist_c_mgr_connector.py:969"  # "remote cluster id is: ..." and the pull
-C_MGR_TRY = "llmdatadist_c_mgr_connector.py:784"
-C_MGR_LINKED = "llmdatadist_c_mgr_connector.py:807"
-C_MGR_FAILED = "llmdatadist_c_mgr_connector.py:679"  # start_load_kv's handle_exception
-SGLANG_KV_PORT = 17000  # the decode side's KV receive port SGLang's logs name
 ROLES = ("prefill", "decode")
 
 
@@ -196,15 +188,9 @@ class SimEngine:
         if fault is not None and fault.kind == "link_down":
             if self.family == "llm-datadist" and self.vllm and link is None:
                 # vllm-ascend links before its first pull from a peer; over a dead network that fails
-                for prefill_ip, decode_ip in _rank_pairs(peer, self):
-                    name = f"pd_comm_{prefill_ip}_{decode_ip}"
-                    self.log(
-                        f"LLMDataDistCMgrConnectorWorker: try link with remote, comm id: {name}",
-                        source=C_MGR_TRY,
-                    )
+                connector_logs.link_attempt(peer, self)
             elif self.family == "llm-datadist" and self.vllm:
-                self.log(f"remote cluster id is: {L.cluster_id(peer.name)}", source=C_MGR)
-                self.log("Try pull blocks from remote server", source=C_MGR)
+                connector_logs.pull(self, peer)
             await asyncio.sleep(self.cfg.kv_timeout_ms / 1000 * self.cfg.time_scale)
             status = L.LLM_WAIT_PROCESS_TIMEOUT if link is not None else L.LLM_LINK_FAILED
             return self._pull_failed(
@@ -227,10 +213,10 @@ class SimEngine:
             )
         if link is None or not link.usable:
             link = self._open_link(peer_name, peer)
-            self._log_link_built(peer)
+            if self.family == "llm-datadist" and self.vllm:
+                connector_logs.link_built(peer, self)
         if self.family == "llm-datadist" and self.vllm:
-            self.log(f"remote cluster id is: {L.cluster_id(peer.name)}", source=C_MGR)
-            self.log("Try pull blocks from remote server", source=C_MGR)
+            connector_logs.pull(self, peer)
         held = peer.scheduler.release_held(str(params.get("request_id") or ""))
         if held is None:
             self.stats.failed_recvs += 1
@@ -274,73 +260,12 @@ class SimEngine:
                 serve.record_failure(status, error)
         self.stats.failed_transfers += 1
         seq.error = f"{status}: {error}"
-        self._log_transfer_failure(seq.request_id, peer, error, linked=linked)
+        connector_logs.transfer_failure(self, seq.request_id, peer, error, linked=linked)
         return False
 
     @property
     def vllm(self) -> bool:
         return self.spec.engine in ("vllm", "vllm-ascend")
-
-    def _log_link_built(self, peer: SimEngine) -> None:
-        """What the connector logs when it connects to a prefill instance (decode side)."""
-        if self.family == "llm-datadist" and self.vllm:
-            # One link per TP rank, between the two ranks' NPUs, named by their device IPs.
-            cid = L.cluster_id(peer.name)
-            for prefill_ip, decode_ip in _rank_pairs(peer, self):
-                name = f"pd_comm_{prefill_ip}_{decode_ip}"
-                self.log(
-                    f"LLMDataDistCMgrConnectorWorker: try link with remote, comm id: {name}", source=C_MGR_TRY
-                )
-                self.log(
-                    f"Successfully build link with cluster id {cid} with cluster name {name} !",
-                    source=C_MGR_LINKED,
-                )
-
-    def _log_transfer_failure(
-        self, request_id: str, peer: SimEngine | None, error: str, *, linked: bool = True
-    ) -> None:
-        """The real connectors' failure lines: NIXL and LLM-DataDist on the pulling (decode) side,
-        Mooncake on the sending (prefill) side; only NIXL and Mooncake name the request. SGLang's prefill
-        names the decode pod's address. Engines whose connector lines are not known (MindIE, LMCache,
-        ...) log none: none are invented."""
-        if self.spec.engine == "sglang" and peer is not None and not peer.crashed:
-            room = (
-                zlib.crc32(request_id.encode()) & 0xFFFFFFFF
-            )  # SGLang names a transfer by its bootstrap room
-            peer.log(
-                f"Failed to send kv chunk of {room} to {self.ip}:{SGLANG_KV_PORT}", "ERROR", "conn.py:312"
-            )
-            return
-        if not self.vllm:
-            return
-        if self.family == "nixl":
-            self.log(
-                f"NIXL transfer failed for request {request_id} with state ERR. Marking blocks as invalid.",
-                "ERROR",
-                "nixl_connector.py:1497",
-            )
-        elif self.family == "mooncake":
-            sender = peer if peer is not None and not peer.crashed else self
-            sender.log(
-                f"Failed to transfer KV cache for request {request_id}: {error}",
-                "ERROR",
-                "mooncake_connector.py:412",
-            )
-        elif self.family == "llm-datadist" and peer is not None and not linked:
-            comm_id = L.cluster_id(f"{peer.name}>{self.name}")  # LLM-DataDist's comm id: an integer
-            self.log(
-                "KV transfer task failed: LLMDataDistCMgrConnectorWorker: Linking failed, comm id: "
-                f"{comm_id}",
-                "ERROR",
-                C_MGR_FAILED,
-            )
-        elif self.family == "llm-datadist":
-            self.log(
-                "KV transfer task failed: LLMDataDistCMgrConnectorWorker: Timeout during pull_blocks, you "
-                "can try to increase the sync_kv_timeout config or checking your connect status",
-                "ERROR",
-                C_MGR_FAILED,
-            )
 
     def _open_link(self, peer_name: str, peer: SimEngine) -> L.Link:
         link = self.links.open(peer_name, peer.address, "pull")
@@ -429,7 +354,8 @@ class SimEngine:
                 results.append({"peer": name, "status": L.LLM_EXIST_LINK, "message": "already linked"})
                 continue
             self._open_link(name, peer)
-            self._log_link_built(peer)
+            if self.family == "llm-datadist" and self.vllm:
+                connector_logs.link_built(peer, self)
             results.append({"peer": name, "status": L.LLM_SUCCESS, "message": "linked"})
         ok = all(r["status"] in (L.LLM_SUCCESS, L.LLM_EXIST_LINK) for r in results)
         return (L.LLM_SUCCESS if ok else L.LLM_LINK_FAILED), results
@@ -483,12 +409,3 @@ class SimEngine:
             "ERROR",
             "async_llm.py",
         )
-
-
-def _rank_pairs(prefill: SimEngine, decode: SimEngine) -> list[tuple[str, str]]:
-    """(prefill device IP, decode device IP) per TP rank, as vllm-ascend names its LLM-DataDist links
-    (``pd_comm_<prefill device ip>_<decode device ip>``); the pod IP stands in for an engine that holds
-    no NPU (the sandbox without its device plugin)."""
-    p_ips = list(prefill.spec.device_ips) or [prefill.ip]
-    d_ips = list(decode.spec.device_ips) or [decode.ip]
-    return list(zip(p_ips, d_ips, strict=False)) or [(prefill.ip, decode.ip)]
