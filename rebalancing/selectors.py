@@ -106,14 +106,17 @@ def busy_reason(topology: Any) -> str:
     return ""
 
 
+def unset_bounds(topology: Any) -> list[str]:
+    """Roles whose rebalancing bounds an import left unset (null; never invented)."""
+    rebalancing = (topology.spec or {}).get("rebalancing") or {}
+    return [r for r in ("prefill", "decode") if r in rebalancing and not rebalancing[r]]
+
+
 def unset_reason(topology: Any) -> str:
     """Why the planner waits for the operator ("" when nothing is missing): an imported topology's SLO
     targets and rebalancing bounds stay unset until answered (0 / null; never invented)."""
-    rebalancing = (topology.spec or {}).get("rebalancing") or {}
-    missing = [
-        f for f, v in (("slo.ttft_ms", topology.slo_ttft_ms), ("slo.tbt_ms", topology.slo_tbt_ms)) if not v
-    ]
-    missing += [f"rebalancing.{r}" for r in ("prefill", "decode") if r in rebalancing and not rebalancing[r]]
+    targets = (("slo.ttft_ms", topology.slo_ttft_ms), ("slo.tbt_ms", topology.slo_tbt_ms))
+    missing = [f for f, v in targets if not v] + [f"rebalancing.{r}" for r in unset_bounds(topology)]
     if not missing:
         return ""
     return f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set (set them in the editor)"

@@ -70,7 +70,10 @@ def rebalance_ratio_start(
     _refresh_overrides(locked)
     current = selectors.effective_replicas(locked)
     limits = selectors.topology_limits(locked)
-    problems = target_problems(*current, prefill, decode, limits)
+    problems = {
+        role: [f"rebalancing.{role} is not set; set its min and max in the topology's editor first"]
+        for role in selectors.unset_bounds(locked)
+    } or target_problems(*current, prefill, decode, limits)
     if problems:
         messages = next(iter(problems.values()))
         raise DomainError(
