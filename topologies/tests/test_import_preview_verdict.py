@@ -119,3 +119,12 @@ def test_unset_values_are_null_in_the_api_named_by_preflight_and_hold_the_planne
     assert not any(f.blocking for f in findings)  # the pods can run; alerts and the planner wait
     waits = unset_reason(topology)  # the planner's observation is "busy" with it: no move
     assert "slo.ttft_ms" in waits and "rebalancing.decode" in waits
+    from controlplane.api.errors import DomainError
+    from rebalancing.services.rebalances import rebalance_ratio_start
+
+    with pytest.raises(DomainError) as refused:  # a manual move is told what to set, not "bounds 1..1"
+        rebalance_ratio_start(topology=topology, prefill=1, decode=2, actor=operator, source_ip=None)
+    assert refused.value.fields == {
+        "prefill": ["rebalancing.prefill is not set; set its min and max in the topology's editor first"],
+        "decode": ["rebalancing.decode is not set; set its min and max in the topology's editor first"],
+    }
