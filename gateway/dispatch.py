@@ -125,6 +125,8 @@ async def answer_problem(response: aiohttp.ClientResponse, *, whole: bool) -> Pr
     so the caller reads the answer from its start. Nothing has reached the client yet: a problem here
     can still go to the fallback."""
     status, kind = response.status, response.content_type
+    if status in (404, 405):
+        return Problem("")  # the path is not served there: the engine is up (Responses then asks in chat)
     try:
         if whole:
             body = await read_whole(response)
