@@ -43,9 +43,15 @@
       var target = document.getElementById(a.dataset.section);
       if (target && target.getBoundingClientRect().top <= bar.offsetHeight + 24) { current = a; }
     });
+    if (current.getAttribute("aria-current") === "true") { return; }
     links.forEach(function (a) {
       if (a === current) { a.setAttribute("aria-current", "true"); } else { a.removeAttribute("aria-current"); }
     });
+    // On a phone the bar scrolls sideways: keep the marked section in sight.
+    var left = current.offsetLeft;
+    if (left < bar.scrollLeft || left + current.offsetWidth > bar.scrollLeft + bar.clientWidth) {
+      bar.scrollLeft = Math.max(0, left - 12);
+    }
   }
   var queued = false;
   window.addEventListener("scroll", function () {

@@ -73,3 +73,28 @@ def test_a_3_mb_import_paste_gets_the_styled_page_that_says_back_keeps_the_text(
     html = answer.content.decode()
     assert "Too much to send at once" in html and "Back" in html and "Bad Request (400)" not in html
     assert 'class="topbar"' in html  # a page of Tandem, with its navigation
+
+
+@pytest.mark.django_db
+def test_the_problems_tile_is_red_only_while_it_counts_something(client, viewer, admin_user):
+    from clusters.models import Cluster
+    from deployments.models import Deployment, State
+    from topologies.presets import preset_spec
+    from topologies.services import topology_create
+
+    client.force_login(viewer)
+    cluster = Cluster.objects.create(name="lab", auth_method="token", server="http://127.0.0.1:9")
+    topology = topology_create(cluster=cluster, spec=preset_spec("qwen-gpu-nixl"), actor=admin_user)
+    calm = client.get("/").content.decode()  # not deployed yet: not a problem
+    assert 'class="kpi-tile" data-problems-tile' in calm
+    Deployment.objects.create(
+        topology=topology,
+        topology_name=topology.name,
+        revision=topology.current_revision,
+        revision_number=topology.current_revision.number,
+        state=State.FAILED,
+    )
+    red = client.get("/").content.decode()
+    assert 'class="kpi-tile kpi-violated" data-problems-tile' in red
+    assert "data-problem-count>1<" in red
+    assert "data-readonly-hint" in red  # and the viewer is told the pages are read-only
