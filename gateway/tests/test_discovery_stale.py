@@ -20,6 +20,7 @@ from django.urls import reverse
 import kube
 from gateway.models import Route
 from gateway.services import routes_discover
+from tests.support import closed_port
 
 DEADLINE = 1.0
 
@@ -94,9 +95,10 @@ def deployed(db, admin_user, settings):
 
     settings.GATEWAY_DISCOVERY_DEADLINE_SECONDS = DEADLINE
 
-    def make(name: str, api: ApiServer) -> Any:
+    def make(name: str, api: ApiServer | str) -> Any:
+        url = api if isinstance(api, str) else api.url
         cluster = Cluster.objects.get_or_create(
-            name=f"c{api.url.rsplit(':', 1)[1]}", defaults={"auth_method": "token", "server": api.url}
+            name=f"c{url.rsplit(':', 1)[1]}", defaults={"auth_method": "token", "server": url}
         )[0]
         spec = {**preset_spec("qwen-gpu-nixl"), "name": name, "backend": "deployments"}
         topology = topology_create(cluster=cluster, spec=spec, actor=admin_user)
@@ -152,6 +154,8 @@ def test_a_hung_cluster_delays_no_other(deployed, api_servers):
     deployed("slow-a", hung_a)
     deployed("slow-b", hung_b)
     fine = deployed("fine", good)
+    refused = deployed("refused", f"http://127.0.0.1:{closed_port()}")  # nothing listens there
+    Route.objects.create(topology=refused, discovered_url="http://10.0.0.8:8080")
     hung_a.answers["slow-a-router"] = hung_b.answers["slow-b-router"] = "hang"
     good.answers["fine-router"] = service("10.0.0.9", port=443, name="web")
     started = time.monotonic()
@@ -159,6 +163,10 @@ def test_a_hung_cluster_delays_no_other(deployed, api_servers):
     took = time.monotonic() - started
     assert took < 2 * DEADLINE, f"{took:.2f} s: the clusters were read one after another"
     assert route(fine).discovered_url == "https://10.0.0.9:443"
+    kept = route(refused)
+    assert (
+        kept.discovered_url == "http://10.0.0.8:8080" and "refused" in kept.discovered_stale_reason.lower()
+    ), kept.discovered_stale_reason
 
 
 def test_the_scheme_is_https_when_the_service_says_so():
