@@ -403,7 +403,9 @@ class RevisionSpecExport(RevisionExport):
     @extend_schema(
         operation_id="topologies_revisions_spec_yaml",
         parameters=[_DOWNLOAD],
-        responses={(200, "application/yaml"): OpenApiTypes.STR},
+        # One YAML document holding the stored spec: described by its schema, as a YAML-aware client
+        # (or validator) reads it, not as an opaque string.
+        responses={(200, "application/yaml"): {"$ref": "#/components/schemas/StoredTopologySpec"}},
     )
     def get(self, request: Request, pk: int, number: int) -> HttpResponse:
         return super().get(request, pk, number)

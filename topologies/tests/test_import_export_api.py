@@ -184,6 +184,16 @@ def test_export_gives_a_kubectl_ready_stream_and_the_spec(api_client, viewer, op
     download = api_client.get(f"{URL}{created['id']}/revisions/1/spec.yaml?download=1")
     assert download["Content-Disposition"] == 'attachment; filename="qwen3-nixl-r1-spec.yaml"'
     assert yaml.safe_load(download.content) == created["spec"]
+    # The document describes the YAML as the stored spec it holds (schemathesis parses YAML bodies).
+    from openapi_schema_validator import OAS30ReadValidator
+
+    from tests.schema_contract import document
+
+    doc = document()
+    operation = doc["paths"]["/api/v1/topologies/{id}/revisions/{number}/spec.yaml"]["get"]
+    declared = operation["responses"]["200"]["content"]["application/yaml"]["schema"]
+    validator = OAS30ReadValidator({**declared, "components": doc["components"]})
+    assert [e.message for e in validator.iter_errors(yaml.safe_load(download.content))] == []
     assert api_client.get(f"{URL}{created['id']}/revisions/9/spec.yaml").status_code == 404
     assert api_client.get(f"{URL}{created['id']}/revisions/1/secrets.yaml").status_code == 404
 
