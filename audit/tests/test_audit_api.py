@@ -70,6 +70,18 @@ def test_bad_time_filter_is_a_field_error(api_client, viewer):
     assert "since" in response.json()["error"]["fields"]
 
 
+def test_time_filters_with_any_utc_offset_answer_and_off_calendar_times_are_field_errors(api_client, viewer):
+    """Schemathesis found both as 500s: PostgreSQL refuses offsets beyond ±15:59; year 1 at +05:00 is
+    before year 1 in UTC."""
+    api_client.force_authenticate(viewer)
+    far_offset = api_client.get("/api/v1/audit-events/", {"since": "9056-10-24T00:06:28.5-16:22"})
+    assert far_offset.status_code == 200, far_offset.content
+    for field, value in (("since", "0001-01-01T00:00:00+05:00"), ("until", "9999-12-31T23:00:00-05:00")):
+        response = api_client.get("/api/v1/audit-events/", {field: value})
+        assert response.status_code == 400, response.content
+        assert "outside the calendar" in response.json()["error"]["fields"][field][0]
+
+
 def test_audit_log_is_read_only_even_for_admins(api_client, admin_user, events):
     api_client.force_authenticate(admin_user)
     assert api_client.post("/api/v1/audit-events/", {"action": "x"}).status_code == 405
