@@ -8,7 +8,8 @@ the engine container (vLLM/SGLang/MindIE, see `containers.is_engine_container`) 
 simulated engine (`sandbox.engine.farm.EngineFarm`) — Running once started, Ready once `/health`
 answers; an engine that refuses its arguments (argparse: exit 2), needs a Mooncake master no
 Service provides, or crashes (exit 1) → terminated, CrashLoopBackOff, restartCount rising,
-`BackOff` events, and its log lines in `pods/log`. Other containers (sidecars, plain images) run and are Ready at once.
+`BackOff` events, and its log lines in `pods/log`. Other containers (sidecars, plain images) run
+and are Ready at once.
 Deletion: Terminating until the engine drained in-flight requests (grace period capped by
 `--max-grace`), then the pod is removed.
 """
