@@ -26,7 +26,7 @@ from gateway.responses import serve as responses
 from gateway.routes import RouteEntry, RouteTable, current, peek
 from keys import tokens
 from keys.hotpath import KeyRefused
-from keys.hotpath_async import AsyncGrant, authenticate
+from keys.hotpath_async import AsyncGrant, authenticate, reconcile_now
 from keys.scopes import Scope
 
 logger = logging.getLogger(__name__)
@@ -370,5 +370,9 @@ async def lifespan(receive: Receive, send: Send) -> None:
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await flush_all()
+            try:
+                await reconcile_now()
+            except Exception:
+                logger.warning("Redis is away at shutdown: usage counted while it was away is lost")
             await send({"type": "lifespan.shutdown.complete"})
             return

@@ -121,6 +121,9 @@ async def _watch(holder: _Holder) -> None:
         try:
             async with holder.lock:
                 await _refresh(holder)
+            from keys.hotpath_async import reconcile_if_due
+
+            reconcile_if_due()  # usage counted while Redis was away goes in as soon as it answers
         except Exception:  # Redis or the database away: keep serving the table we have
             logger.warning("could not check the gateway's routes for changes; serving the last known ones")
 

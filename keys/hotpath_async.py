@@ -343,6 +343,19 @@ async def _generation(client: aioredis.Redis, key_id: str) -> str | None:
 _reconciling: set[asyncio.Task[Any]] = set()
 
 
+async def reconcile_now() -> None:
+    """Write what was counted while Redis was away, now (at shutdown: a restart loses none of it)."""
+    if outage.has_backlog():
+        client, _, _ = _client()
+        await outage.reconcile(client, _settle)
+
+
+def reconcile_if_due() -> None:
+    """Called off the request path (the routes' watcher): Redis answers and a backlog waits."""
+    if outage.has_backlog() and not outage.redis_away():
+        _reconcile_soon()
+
+
 def _reconcile_soon() -> None:
     """Redis answers again: put what this process counted meanwhile into it, off the request path."""
     if _reconciling:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -106,8 +106,8 @@ def has_backlog() -> bool:
 
 def remember_refusal(record: KeyRecord, outcome: OverLimit) -> None:
     """A quota Redis refused stays refused here while Redis is away, until its window resets."""
-    if outcome.limit != "max_concurrent":
-        state.exhausted[record.key_id] = outcome
+    if outcome.limit != "max_concurrent" and outcome.needed <= outcome.allowed:
+        state.exhausted[record.key_id] = replace(outcome, needed=1)
 
 
 def admit(record: KeyRecord, *, reserve: int, source_ip: str | None, now: datetime) -> Acquired | OverLimit:
