@@ -14,7 +14,6 @@ from accounts.permissions import role_required
 from accounts.roles import Role
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
-from deployments.forms import field_errors_text
 from gateway import selectors, services
 from gateway.forms import RouteForm
 from gateway.probes import KINDS
@@ -24,6 +23,24 @@ from topologies.answers import answer, back_to, keep_input
 
 def _back(pk: int, anchor: str = "answer-gateway") -> HttpResponseRedirect:
     return back_to(pk, anchor)
+
+
+# The settings form's fields as its labels name them.
+_LABELS = {
+    "endpoint_url": "serving endpoint",
+    "aliases": "other model names",
+    "fallback_base_url": "fallback base URL",
+    "fallback_model": "fallback model",
+    "fallback_api_key": "fallback key",
+    "fallback_on_429": "fall back on 429",
+}
+
+
+def _fields_text(errors: Mapping[str, Iterable[Any]]) -> str:
+    return "; ".join(
+        f"{_LABELS.get(name, name.replace('_', ' '))}: {' '.join(str(m) for m in msgs)}"
+        for name, msgs in errors.items()
+    )
 
 
 def _refused(
@@ -58,7 +75,7 @@ def topology_route(request: HttpRequest, pk: int) -> HttpResponse:
     topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
     form = RouteForm(request.POST)
     if not form.is_valid():
-        return _refused(request, pk, field_errors_text(form.errors), form.errors)
+        return _refused(request, pk, _fields_text(form.errors), form.errors)
     changes = dict(form.cleaned_data)
     if not changes.get("fallback_api_key"):
         changes.pop("fallback_api_key", None)  # empty: keep the stored key
@@ -70,7 +87,7 @@ def topology_route(request: HttpRequest, pk: int) -> HttpResponse:
             topology=topology, changes=changes, actor=request.user, source_ip=client_ip(request)
         )
     except DomainError as error:
-        detail = field_errors_text(error.fields) if error.fields else error.message
+        detail = _fields_text(error.fields) if error.fields else error.message
         return _refused(request, pk, detail, error.fields or {})
     answer(
         request, "gateway", messages.SUCCESS, "Gateway settings saved; the gateway uses them within a second."

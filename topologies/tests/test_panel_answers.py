@@ -58,7 +58,7 @@ def test_refused_gateway_settings_come_back_in_the_open_form_without_the_key(cli
     html = client.get(refused["Location"]).content.decode()
     settings_form = html[html.index('id="gateway-settings"') :]
     assert settings_form.startswith('id="gateway-settings" open')
-    assert "Gateway settings not saved: fallback base url:" in settings_form  # in the panel, by the form
+    assert "Gateway settings not saved: fallback base URL:" in settings_form  # in the panel, by the form
     assert '<ul class="messages"></ul>' in html  # ...and not at the page top
     for name in ("endpoint_url", "aliases", "fallback_base_url", "fallback_model"):
         assert f'value="{sent[name]}"' in settings_form
