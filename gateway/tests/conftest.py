@@ -125,8 +125,7 @@ def make_topology(transactional_db, admin_user):
         cluster = Cluster.objects.get_or_create(
             name="lab", defaults={"auth_method": "token", "server": "http://127.0.0.1:9"}
         )[0]
-        spec = preset_spec("qwen-gpu-nixl")
-        spec = spec.__class__(**{**spec.__dict__, "name": name}) if hasattr(spec, "__dict__") else spec
+        spec = {**preset_spec("qwen-gpu-nixl"), "name": name}
         return topology_create(cluster=cluster, spec=spec, actor=admin_user)
 
     return make

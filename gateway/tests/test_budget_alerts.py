@@ -48,8 +48,8 @@ def test_request_quota_thresholds_alert_once_through_the_gateway(gateway, infere
 
 
 def test_token_quota_threshold_alerts_once_through_the_gateway(gateway, inference_key, worker):
-    issued = inference_key(name="tokens", limits_given={"tokens_per_day": 10}, alert_thresholds=[50])
+    issued = inference_key(name="tokens", limits_given={"tokens_per_day": 60}, alert_thresholds=[10])
     client = openai.OpenAI(base_url=f"{gateway.base}/v1", api_key=issued.secret, max_retries=0, timeout=30)
     day = datetime.now(UTC).strftime("%Y%m%d")
     client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hello"}], max_tokens=8)
-    assert alerts_of(issued.key, 1) == [f"tokens_per_day:{day}:50"]
+    assert alerts_of(issued.key, 1) == [f"tokens_per_day:{day}:10"]

@@ -42,7 +42,8 @@ def cut_after_a_few_events(base: str, path: str, secret: str, body: dict) -> byt
 def test_a_cut_stream_is_charged_what_was_sent_and_recorded_as_cancelled(gateway, inference_key, path):
     from gateway.models import GatewayRequest
 
-    spender = inference_key(name="spender", limits_given={"tokens_per_day": 5})
+    limit = 3200  # holds the cut stream's reservation (its prompt estimate + 3000)
+    spender = inference_key(name="spender", limits_given={"tokens_per_day": limit})
     seen = cut_after_a_few_events(gateway.base, path, spender.secret, BODIES[path])
     assert b" 200 " in seen.split(b"\r\n", 1)[0]
     deadline = time.monotonic() + 15
@@ -53,12 +54,24 @@ def test_a_cut_stream_is_charged_what_was_sent_and_recorded_as_cancelled(gateway
     assert row is not None, "the cut stream was not recorded"
     assert (row.status, row.error_code, row.stream) == (499, "client_cancelled", True)
     assert row.prompt_tokens > 0 and 0 < row.completion_tokens < 3000, row.completion_tokens
+    import json
+
     import requests
 
+    from gateway.reserve import prompt_estimate
+
+    # A request reserving exactly the whole limit fits only if the cut stream was charged nothing.
+    def follow_up(max_tokens: int) -> dict:
+        return {"model": MODEL, "messages": [{"role": "user", "content": "x"}], "max_tokens": max_tokens}
+
+    max_tokens = next(
+        m for m in range(limit, 0, -1) if prompt_estimate(len(json.dumps(follow_up(m)))) + m <= limit
+    )
     after = requests.post(
         f"{gateway.base}/v1/chat/completions",
-        json={"model": MODEL, "messages": [{"role": "user", "content": "x"}], "max_tokens": 2},
-        headers={"Authorization": f"Bearer {spender.secret}"},
+        data=json.dumps(follow_up(max_tokens)),
+        headers={"Authorization": f"Bearer {spender.secret}", "Content-Type": "application/json"},
         timeout=10,
     )
     assert after.status_code == 429 and after.json()["error"]["code"] == "insufficient_quota", after.text
+    assert after.json()["error"]["limit"]["used"] == row.prompt_tokens + row.completion_tokens, after.text

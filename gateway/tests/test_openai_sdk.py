@@ -109,17 +109,29 @@ def test_rate_limit_gives_429_with_retry_after(gateway, inference_key):
 
 
 def test_token_quota_counts_usage_and_refuses_when_spent(gateway, inference_key):
-    spender = inference_key(name="spender", limits_given={"tokens_per_day": 5})
+    """Tokens are reserved at admission (prompt estimate + `max_tokens`) and settled after: what the
+    first request used stays charged, so a second whose reservation no longer fits is refused."""
+    spender = inference_key(name="spender", limits_given={"tokens_per_day": 60})
     c = client(gateway, spender.secret)
     c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hello"}], max_tokens=8)
     with pytest.raises(openai.RateLimitError) as caught:
         c.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hello"}], max_tokens=8)
     assert caught.value.code == "insufficient_quota"
-    assert "tokens per day" in caught.value.message
+    assert "tokens per day" in caught.value.message and "reserved tokens" in caught.value.message
     limit = caught.value.body["limit"]
-    assert limit["name"] == "tokens_per_day" and limit["value"] == 5 and limit["used"] >= 5
+    assert limit["name"] == "tokens_per_day" and limit["value"] == 60
+    assert 0 < limit["used"] < 60  # settled at what the first request used, not its reservation
     assert limit["resets_at"].endswith("T00:00:00Z")
     assert limit["retry_after"] == int(caught.value.response.headers["retry-after"])
+
+
+def test_a_request_that_could_never_fit_the_token_limit_is_a_400_naming_max_tokens(gateway, inference_key):
+    small = inference_key(name="small", limits_given={"tokens_per_day": 5})
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(gateway, small.secret).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Hello"}], max_tokens=8
+        )
+    assert caught.value.code == "max_tokens_over_limit" and "lower `max_tokens`" in caught.value.message
 
 
 def test_requests_are_recorded_in_batches(gateway):

@@ -223,7 +223,7 @@ def test_keys_scopes_and_limits_apply(gateway, inference_key):
     narrow = inference_key(name="narrow", allowed_models=["some-other-model"])
     with pytest.raises(openai.PermissionDeniedError):
         client(gateway, narrow.secret).responses.create(model=MODEL, input="x")
-    tight = inference_key(name="tight", limits_given={"tokens_per_day": 5})
+    tight = inference_key(name="tight", limits_given={"tokens_per_day": 50})
     client(gateway, tight.secret).responses.create(model=MODEL, input="Hello", max_output_tokens=8)
     with pytest.raises(openai.RateLimitError) as caught:
         client(gateway, tight.secret).responses.create(model=MODEL, input="Hello", max_output_tokens=8)
