@@ -230,6 +230,9 @@ def main() -> None:
     parser.add_argument("--profile", help="write a cProfile of the gateway under closed-loop load here")
     parser.add_argument("--profile-upstream", default="echo", help="the upstream label --profile loads")
     parser.add_argument(
+        "--profile-rate", type=float, default=0, help="--profile with an open loop at this rate (req/s)"
+    )
+    parser.add_argument(
         "--pin",
         action="store_true",
         help="the load generator on CPU 0, every server (upstreams and gateways) on the other CPUs, so "
@@ -362,7 +365,10 @@ def profile(args: argparse.Namespace, logs: Path, echo, secret: str) -> None:  #
         async def load() -> None:
             for stream in (False, True):
                 target = targets(args.profile_upstream, stream, ports, secret)["tandem"]
-                result = await closed_loop(target, connections=args.connections, seconds=args.seconds * 2)
+                if args.profile_rate:
+                    result = await open_loop(target, rate=args.profile_rate, seconds=args.seconds * 2)
+                else:
+                    result = await closed_loop(target, connections=args.connections, seconds=args.seconds * 2)
                 rps = len(result.latency) / result.seconds
                 print(f"profiled {mode(stream)}: {rps:.0f} req/s, {result.errors} errors")
 
