@@ -11,13 +11,13 @@ from django.db.models import Max
 from audit.services import audit_record
 from controlplane.api.errors import Conflict, DomainError
 from topologies import preflight_cache
+from topologies.import_selectors import node_facts
 from topologies.importing import ImportResult, import_manifests
 from topologies.models import Revision, Topology
 from topologies.preflight import (
     ERROR,
     ClusterFacts,
     Finding,
-    NodeFacts,
     ObjectFacts,
     master_service,
     run_preflight,
@@ -224,17 +224,7 @@ def cluster_facts(*, cluster: Cluster, spec: TopologySpec, topology: Topology | 
         denied = _denied_needs(conn, spec)
         if denied:  # reads below could be refused too; the permission findings say what to grant
             return ClusterFacts(crds=crds, denied=denied, partial=True)
-        nodes = tuple(
-            NodeFacts(
-                name=n.name,
-                labels=dict(n.labels),
-                ready=n.ready,
-                unschedulable=n.unschedulable,
-                allocatable=dict(n.allocatable),
-                in_use=dict(n.in_use),
-            )
-            for n in kube.list_nodes(conn)
-        )
+        nodes = node_facts(conn)
         namespace_exists = kube.get_object(conn, "v1", "Namespace", None, spec.namespace) is not None
         can_create = ("patch", "", "namespaces") not in denied  # a deploy creates it by server-side apply
         objects: list[ObjectFacts] = []
