@@ -80,78 +80,62 @@ TOOL_CALL = {
     },
     "required": ["id", "function"],
 }
-CHAT_ANSWER: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "id": STRING,
-        "object": {"const": "chat.completion"},
-        "created": {"type": "integer"},
-        "model": STRING,
-        "choices": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "index": COUNT,
-                    "message": {
-                        "type": "object",
-                        "properties": {
-                            "role": {"const": "assistant"},
-                            "content": NULLABLE_STRING,
-                            "tool_calls": {"type": ["array", "null"], "items": TOOL_CALL},
-                        },
-                        "required": ["role"],
-                    },
-                    "finish_reason": NULLABLE_STRING,
-                },
-                "required": ["index", "message", "finish_reason"],
+
+
+def _choices_answer(
+    kind: str, choice: dict[str, Any], required: list[str], description: str = ""
+) -> dict[str, Any]:
+    """OpenAI's answer shape (chat, chunk, completion): the envelope is one; a choice differs."""
+    found: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "id": STRING,
+            "object": {"const": kind},
+            "created": {"type": "integer"},
+            "model": STRING,
+            "choices": {
+                "type": "array",
+                "items": {"type": "object", "properties": choice, "required": required},
             },
+            "usage": {"$ref": REF + "ChatUsage"},
         },
-        "usage": {"$ref": REF + "ChatUsage"},
-    },
-    "required": ["id", "object", "created", "model", "choices"],
-}
-CHAT_CHUNK: dict[str, Any] = {
-    "type": "object",
-    "description": "One streamed event's data; the stream ends with `data: [DONE]`. The last chunk "
-    "before it carries `usage` and no choices when the request asked for it (`stream_options`).",
-    "properties": {
-        "id": STRING,
-        "object": {"const": "chat.completion.chunk"},
-        "created": {"type": "integer"},
-        "model": STRING,
-        "choices": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"index": COUNT, "delta": {"type": "object"}, "finish_reason": NULLABLE_STRING},
-                "required": ["index", "delta"],
+        "required": ["id", "object", "created", "model", "choices"],
+    }
+    if description:
+        found["description"] = description
+    return found
+
+
+CHAT_ANSWER = _choices_answer(
+    "chat.completion",
+    {
+        "index": COUNT,
+        "message": {
+            "type": "object",
+            "properties": {
+                "role": {"const": "assistant"},
+                "content": NULLABLE_STRING,
+                "tool_calls": {"type": ["array", "null"], "items": TOOL_CALL},
             },
+            "required": ["role"],
         },
-        "usage": {"$ref": REF + "ChatUsage"},
+        "finish_reason": NULLABLE_STRING,
     },
-    "required": ["id", "object", "created", "model", "choices"],
-}
-COMPLETION_ANSWER: dict[str, Any] = {
-    "type": "object",
-    "description": "A completion, or (`stream: true`) one streamed event's data, ending with `[DONE]`.",
-    "properties": {
-        "id": STRING,
-        "object": {"const": "text_completion"},
-        "created": {"type": "integer"},
-        "model": STRING,
-        "choices": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"index": COUNT, "text": STRING, "finish_reason": NULLABLE_STRING},
-                "required": ["index", "text"],
-            },
-        },
-        "usage": {"$ref": REF + "ChatUsage"},
-    },
-    "required": ["id", "object", "created", "model", "choices"],
-}
+    ["index", "message", "finish_reason"],
+)
+CHAT_CHUNK = _choices_answer(
+    "chat.completion.chunk",
+    {"index": COUNT, "delta": {"type": "object"}, "finish_reason": NULLABLE_STRING},
+    ["index", "delta"],
+    "One streamed event's data; the stream ends with `data: [DONE]`. The last chunk before it carries "
+    "`usage` and no choices when the request asked for it (`stream_options`).",
+)
+COMPLETION_ANSWER = _choices_answer(
+    "text_completion",
+    {"index": COUNT, "text": STRING, "finish_reason": NULLABLE_STRING},
+    ["index", "text"],
+    "A completion, or (`stream: true`) one streamed event's data, ending with `[DONE]`.",
+)
 MODEL_LIST: dict[str, Any] = {
     "type": "object",
     "description": "The model names this key may call: each topology's model and its aliases.",
