@@ -44,6 +44,17 @@ class RedactSecretsFilter(logging.Filter):
         return True
 
 
+class RoutineRefusalFilter(logging.Filter):
+    """A refusal (4xx) is routine: Django logs a page's PermissionDenied with its traceback, and this
+    keeps the one line (path and status) and drops the traceback. A 5xx keeps everything."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status = getattr(record, "status_code", None)
+        if isinstance(status, int) and 400 <= status < 500:
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         payload = {

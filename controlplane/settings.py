@@ -473,13 +473,18 @@ LOGGING = {
         "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {"()": "controlplane.logging.JsonFormatter"},
     },
-    "filters": {"redact": {"()": "controlplane.logging.RedactSecretsFilter"}},
+    "filters": {
+        "redact": {"()": "controlplane.logging.RedactSecretsFilter"},
+        "routine_refusal": {"()": "controlplane.logging.RoutineRefusalFilter"},
+    },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["redact"]},
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        # A 403 (a viewer on an admin page) is one warning line, not a traceback.
+        "django.request": {"filters": ["routine_refusal"]},
         "kubernetes": {"level": "WARNING"},
         "urllib3": {"level": "WARNING"},
         # uvicorn configures its loggers with handlers of its own before Django loads; taking them
