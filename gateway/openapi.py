@@ -271,6 +271,25 @@ ERRORS = {
 }
 
 
+def sse_events(payload: str, note: str) -> dict[str, Any]:
+    """A ``text/event-stream`` answer's schema: each event as an SSE client reads it (its ``event`` and
+    ``data`` fields; what OpenAPI 3.2's ``itemSchema`` describes and schemathesis validates), its ``data``
+    the component `payload` as JSON. OpenAPI 3.0 has no keyword for a string's JSON content, so
+    ``x-data-schema`` names the component."""
+    return {
+        "type": "object",
+        "description": f"One server-sent event: `data` is a {payload} as JSON{note}.",
+        "properties": {
+            "event": {"type": "string"},
+            "data": {"type": "string"},
+            "id": {"type": "string"},
+            "retry": {"type": "integer", "minimum": 0},
+        },
+        "required": ["data"],
+        "x-data-schema": REF + payload,
+    }
+
+
 def responses_operation() -> dict[str, Any]:
     error = {"application/json": {"schema": {"$ref": REF + "GatewayError"}}}
     return {
@@ -289,7 +308,9 @@ def responses_operation() -> dict[str, Any]:
                 "translated), `x-tandem-dropped-tools` when hosted tools were dropped.",
                 "content": {
                     "application/json": {"schema": {"$ref": REF + "ResponsesResponse"}},
-                    "text/event-stream": {"schema": {"$ref": REF + "ResponsesStreamEvent"}},
+                    "text/event-stream": {
+                        "schema": sse_events("ResponsesStreamEvent", "; `event` names its type")
+                    },
                 },
             },
             **{status: {"description": text, "content": error} for status, text in ERRORS.items()},

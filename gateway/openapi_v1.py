@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.openapi import ERRORS, REF, openapi30
+from gateway.openapi import ERRORS, REF, openapi30, sse_events
 
 STRING = {"type": "string"}
 COUNT = {"type": "integer", "minimum": 0}
@@ -329,6 +329,11 @@ COMPONENTS: dict[str, Any] = {
     "AnthropicError": ANTHROPIC_ERROR,
 }
 HEADERS = "Headers: `x-tandem-backend` (cluster or fallback), `x-tandem-topology`."
+SSE_NOTES = {
+    "ChatCompletionChunk": "; the last event's `data` is `[DONE]`",
+    "Completion": "; the last event's `data` is `[DONE]`",
+    "MessagesStreamEvent": "; `event` names its type",
+}
 
 
 def _operation(
@@ -339,7 +344,14 @@ def _operation(
     error: str,
     description: str = HEADERS,
 ) -> dict[str, Any]:
-    content = {media: {"schema": {"$ref": REF + name}} for media, name in answers.items()}
+    content = {
+        media: {
+            "schema": sse_events(name, SSE_NOTES[name])
+            if media == "text/event-stream"
+            else {"$ref": REF + name}
+        }
+        for media, name in answers.items()
+    }
     failed = {"application/json": {"schema": {"$ref": REF + error}}}
     operation: dict[str, Any] = {
         "operationId": operation_id,

@@ -91,3 +91,41 @@ def test_the_gateways_answers_match_the_document(scripted_gateway):
     refused = requests.post(f"{gw.base}/v1/messages", json=message, headers=wrong, timeout=30)
     assert refused.status_code == 401
     check(refused.json(), "AnthropicError")
+
+
+def sse_events(text):
+    """Each event as an SSE client reads it: its `event` and `data` fields (data lines joined)."""
+    events = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.splitlines():
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "data" and "data" in fields:
+                fields["data"] += "\n" + value
+            elif name in ("event", "data", "id"):
+                fields[name] = value
+        if "data" in fields:
+            events.append(fields)
+    return events
+
+
+@pytest.mark.parametrize(
+    ("recorded", "path"),
+    [
+        ("chat-stream.200.sse", "/v1/chat/completions"),
+        ("messages-stream.200.sse", "/v1/messages"),
+        ("responses-stream.200.sse", "/v1/responses"),
+    ],
+)
+def test_a_streams_events_match_the_documented_event_stream(recorded, path):
+    """The text/event-stream schema describes each event as a client reads it (as OpenAPI 3.2's
+    itemSchema does and schemathesis validates), its data the named component as JSON."""
+    operation = {**openapi_v1.paths(), "/v1/responses": {"post": openapi.responses_operation()}}[path]
+    schema = operation["post"]["responses"]["200"]["content"]["text/event-stream"]["schema"]
+    events = sse_events((VLLM / recorded).read_text())
+    assert events
+    for event in events:
+        jsonschema.Draft202012Validator({**schema, "components": {"schemas": SCHEMAS}}).validate(event)
+        if event["data"] != "[DONE]":
+            check(json.loads(event["data"]), schema["x-data-schema"].rsplit("/", 1)[-1])
