@@ -95,6 +95,19 @@ class Cluster(models.Model):
         return [(name, results[name]) for name in MetricsSource.values if name in results]
 
     @property
+    def metrics_recommendation(self) -> dict[str, str] | None:
+        """The last probe's advice, while it still applies: none once the source in use is the one it
+        recommends, or the probe found the source in use answering."""
+        probe = self.metrics_probe or {}
+        recommended = str(probe.get("recommended") or "")
+        if not recommended or recommended == self.metrics_source:
+            return None
+        current = (probe.get("results") or {}).get(self.metrics_source) or {}
+        if current.get("ok"):
+            return None
+        return {"source": recommended, "reason": str(probe.get("reason") or "")}
+
+    @property
     def permissions_denied(self) -> list[dict[str, object]]:
         return [p for p in self.permissions if not p.get("allowed")]
 

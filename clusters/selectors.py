@@ -104,7 +104,7 @@ def cluster_topology_names(cluster: Cluster) -> list[str]:
     return sorted(str(t) for t in related.all())
 
 
-@dataclass(frozen=True)
+@dataclass
 class PermissionRow:
     resource: str
     group: str
@@ -131,7 +131,18 @@ def cluster_permission_rows(cluster: Cluster) -> list[PermissionRow]:
                 bool(p.get("kthena")),
                 str(p.get("only_for") or ""),
             )
-        (row.allowed if p.get("allowed") else row.denied).append(str(p.get("verb", "")))
+        # A resource that two features need (pods/proxy: the proxy metrics source and in-place switches)
+        # is one row: each verb once, and every reason it is needed.
+        why, only_for = str(p.get("why", "")), str(p.get("only_for") or "")
+        if why and why not in row.why.split("; "):
+            row.why = f"{row.why}; {why}" if row.why else why
+        if row.only_for and only_for and only_for not in row.only_for.split(" or "):
+            row.only_for = f"{row.only_for} or {only_for}"
+        elif not only_for:
+            row.only_for = ""
+        verb = str(p.get("verb", ""))
+        if verb not in row.allowed and verb not in row.denied:
+            (row.allowed if p.get("allowed") else row.denied).append(verb)
     return sorted(rows.values(), key=lambda r: (not r.denied, bool(r.only_for), r.kthena, r.resource))
 
 
