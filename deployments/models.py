@@ -91,7 +91,8 @@ class Deployment(models.Model):
         indexes = [models.Index(fields=["topology", "-created"])]
 
     def __str__(self) -> str:
-        return f"deployment #{self.pk} ({self.describe()})"
+        # People see no global job number: "demo: deploy of revision 2" (the API keeps the id).
+        return f"{self.topology_name}: {self.describe()}" if self.topology_name else self.describe()
 
     def describe(self) -> str:
         if self.kind == Kind.SCALE and self.params:

@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.permissions import role_required
@@ -81,7 +82,7 @@ def topology_rollback(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         "deployments",
         messages.SUCCESS,
-        f"Deployment #{deployment.pk} queued: back to revision {revision.number}; its progress shows below.",
+        f"{capfirst(deployment.describe())} queued; its progress shows below.",
     )
     return _back(pk)
 

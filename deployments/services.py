@@ -60,10 +60,9 @@ def _running_conflict(topology: Topology) -> Conflict:
     if running is None:  # it finished between the insert and this read
         return Conflict("another deployment of this topology started at the same moment; try again")
     return Conflict(
-        f"deployment #{running.pk} ({running.describe()}) is {running.get_state_display().lower()}; "
-        "wait for it or cancel it",
+        f"the {running.describe()} is {running.get_state_display().lower()}; wait for it or cancel it",
         code="deployment_active",
-        fields={"topology": [f"deployment #{running.pk} is still running; wait for it or cancel it first"]},
+        fields={"topology": [f"the {running.describe()} is still running; wait for it or cancel it first"]},
     )
 
 
@@ -258,7 +257,7 @@ def deployment_cancel(*, deployment: Deployment, actor: Any, source_ip: str | No
     locked = Deployment.objects.select_for_update().get(pk=deployment.pk)
     if locked.state not in ACTIVE_STATES:
         raise Conflict(
-            f"deployment #{locked.pk} already {locked.get_state_display().lower()}; nothing to cancel",
+            f"the {locked.describe()} already {locked.get_state_display().lower()}; nothing to cancel",
             code="not_active",
         )
     locked.cancel_requested = True

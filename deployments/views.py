@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.permissions import role_required
@@ -30,7 +31,7 @@ def _say(request: HttpRequest, level: int, text: str) -> None:
 
 
 def _started(request: HttpRequest, deployment: Deployment) -> None:
-    _say(request, messages.SUCCESS, f"Deployment #{deployment.pk} ({deployment.describe()}) queued.")
+    _say(request, messages.SUCCESS, f"{capfirst(deployment.describe())} queued; its progress shows below.")
 
 
 def _int(value: str | None) -> int | None:
@@ -110,7 +111,7 @@ def deployment_cancel(request: HttpRequest, pk: int) -> HttpResponse:
         _say(
             request,
             messages.INFO,
-            f"Cancelling deployment #{deployment.pk}; it returns to the last good revision.",
+            f"Cancelling the {deployment.describe()}; it returns to the last good revision.",
         )
     except DomainError as error:
         _say(request, messages.ERROR, error.message)

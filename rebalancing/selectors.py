@@ -100,7 +100,7 @@ def busy_reason(topology: Any) -> str:
         )
     deployment = Deployment.objects.filter(topology=topology, state__in=ACTIVE_STATES).first()
     if deployment is not None:
-        return f"deployment #{deployment.pk} ({deployment.describe()}) is in progress"
+        return f"the {deployment.describe()} is in progress"
     if topology.deployed_revision_id is None:
         return "the topology is not deployed"
     return ""

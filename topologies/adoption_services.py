@@ -135,7 +135,7 @@ def topology_release(*, topology: Topology, actor: Any, source_ip: str | None = 
     active = active_deployment(locked)
     if active is not None:
         raise Conflict(
-            f"deployment #{active.pk} is running; wait for it or cancel it, then release",
+            f"the {active.describe()} is running; wait for it or cancel it, then release",
             code="deployment_running",
         )
     conn = _conn(locked.cluster)

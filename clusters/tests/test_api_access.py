@@ -177,7 +177,7 @@ def test_confirmed_removal_starts_deleting_its_topologies_then_removes_the_clust
     assert Deployment.objects.filter(topology=topology, kind=Kind.DELETE).count() == 1
     again = api_client.delete(f"/api/v1/clusters/{cluster.pk}/?confirm=true")
     assert again.status_code == 409
-    assert "ds-pd waits: deployment #" in again.json()["error"]["message"]
+    assert "ds-pd waits: the delete of ds-pd is" in again.json()["error"]["message"]
     assert Deployment.objects.filter(topology=topology, kind=Kind.DELETE).count() == 1
     topology.delete()
     assert api_client.delete(f"/api/v1/clusters/{cluster.pk}/?confirm=true").status_code == 204

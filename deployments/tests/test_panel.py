@@ -71,8 +71,13 @@ def test_page_deploy_form_queues_and_returns_to_the_topology(client, operator, t
     assert response.status_code == 302
     assert response["Location"] == f"/topologies/{topology.pk}/#deployments"
     assert Deployment.objects.filter(topology=topology, state=State.QUEUED).count() == 1
+    queued = Deployment.objects.get(topology=topology)
     again = client.post(f"/deployments/topology/{topology.pk}/deploy/", follow=True)
-    assert "Not deployed: deployment #" in again.content.decode()
+    page = again.content.decode()
+    assert "Not deployed: the deploy of revision 1 is queued; wait for it or cancel it" in page
+    # The job is named by what it does, never by a number counted across every topology.
+    assert "<strong>Deploy of revision 1</strong>" in page
+    assert f"#{queued.pk}<" not in page and f"Deployment #{queued.pk}" not in page
 
 
 def test_page_forms_refuse_viewers(client, viewer, topology):

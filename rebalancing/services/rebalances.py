@@ -321,7 +321,7 @@ def rebalance_advance(*, rebalance: Rebalance) -> Rebalance:
     _log(
         locked,
         f"Move {locked.next_move}/{len(locked.moves)}: scale {move['role']} to {move['replicas']} "
-        f"(deployment #{deployment.pk}){extra}",
+        f"({deployment.describe()}){extra}",
     )
     from rebalancing.tasks import advance_rebalance
 
