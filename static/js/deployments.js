@@ -74,10 +74,18 @@
     var bar = current.querySelector("[data-role=progress]");
     if (bar) { bar.value = msg.percent; setState(bar, msg.state); }
     var count = current.querySelector("[data-role=count]");
+    var counted = count ? count.textContent : "";
     if (count) { count.textContent = msg.ready + "/" + msg.total + " pods ready"; }
     var text = current.querySelector("[data-role=message]");
     if (text && msg.message) { text.textContent = msg.message; }
-    if (FINAL[msg.state]) { refresh(panel); }
+    if (FINAL[msg.state]) {
+      // A finished job has nothing to cancel: the button goes now, not when the fresh panel arrives.
+      var cancel = current.querySelector("form[action$='/cancel/']");
+      if (cancel) { cancel.remove(); }
+      refresh(panel);
+    } else if (count && count.textContent !== counted) {
+      refresh(panel);  // the pod rows follow the count ("Ready" as soon as it says so)
+    }
   }
 
   function init(panel) {
