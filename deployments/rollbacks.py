@@ -158,6 +158,12 @@ def _outcomes(topology: Topology) -> dict[int, str]:
     return out
 
 
+def failed_revisions(topology: Topology) -> set[int]:
+    """Revision numbers with a failed deploy (the revisions list says "deploy failed", not "never
+    deployed", for those that never ran successfully)."""
+    return set(_outcomes(topology))
+
+
 def _candidate(
     revision: Revision,
     running_spec: dict[str, Any] | None,

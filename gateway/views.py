@@ -66,7 +66,7 @@ def topology_verify(request: HttpRequest, pk: int) -> HttpResponse:
     except DomainError as error:
         answer(request, "gateway-verify", messages.ERROR, f"Verification not started: {error.message}")
         return _back(pk, "answer-gateway-verify")
-    return _back(pk, "gateway")  # the run shows at the top of the panel as it goes
+    return _back(pk, "gateway-verify")  # the run shows there as it goes, under the Verify button
 
 
 @require_POST

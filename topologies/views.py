@@ -95,7 +95,7 @@ def topology_detail(request: HttpRequest, pk: int) -> HttpResponse:
         else:
             diff = diff_lines(selectors.revision_diff(a, b))
     current = topology.current_revision
-    from deployments.rollbacks import revision_rows
+    from deployments.rollbacks import failed_revisions, revision_rows
     from deployments.rollout import ever_ran, topology_rollout
 
     panels.register_known_panels()
@@ -123,6 +123,7 @@ def topology_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "revision_rows": rows,
             "folded_count": sum(1 for row in rows if row.folded),
             "ever_ran": ever_ran(topology),
+            "failed_revisions": failed_revisions(topology),
             "hosts_panels": True,  # panel answers show inside their panels, not at the page top
             "sections": [
                 ("summary", "Summary"),

@@ -64,7 +64,12 @@ def test_the_page_agrees_with_itself_after_deploy_rollback_and_failure(
             page.click("button[type=submit]")
             page.goto(f"{base}/topologies/{topology.pk}/")
             assert "not deployed" in page.inner_text("h1")
-            assert _rollback_choices(page) == ["revision 2 (never deployed)", "revision 1 (never deployed)"]
+            # No revision ran yet: none is chosen for the person (never an unrun one by default).
+            assert _rollback_choices(page) == [
+                "choose a revision",
+                "revision 2 (never deployed)",
+                "revision 1 (never deployed)",
+            ]
 
             page.click("#deployments >> text=Deploy revision 2")
             expect(page.locator("h1 [data-rollout]")).to_have_attribute(
@@ -78,7 +83,11 @@ def test_the_page_agrees_with_itself_after_deploy_rollback_and_failure(
                 "rows": "r2/r2",
             }
             assert "running r2" in state["head"]
-            assert _rollback_choices(page) == ["revision 1 (never deployed)"]
+            assert _rollback_choices(page) == ["choose a revision", "revision 1 (never deployed)"]
+            # The panel re-read after the deploy does not keep a choice it no longer offers (a blank box).
+            expect(page.locator("#deployments select[name=revision] option:checked")).to_have_text(
+                "choose a revision"
+            )
 
             page.select_option("#deployments select[name=revision]", "1")
             page.click("#deployments >> button:has-text('Roll back')")

@@ -37,7 +37,7 @@ def test_verify_button_runs_the_probes_and_shows_what_they_found(
         panel.locator("input[value=concurrency]").uncheck()
         panel.locator("input[value=links]").uncheck()
         panel.locator("[data-role=verify]").click()
-        page.wait_for_url(f"{base}/topologies/{topology.pk}/#gateway")
+        page.wait_for_url(f"{base}/topologies/{topology.pk}/#gateway-verify")
         page.locator("#gateway .probe-run[data-state=passed]").wait_for(timeout=60_000)
         rows = page.locator("#gateway .probe-table tbody tr")
         assert rows.count() == 3

@@ -17,7 +17,7 @@
     var typed = [];
     panel.querySelectorAll("input[id], select[id], textarea[id]").forEach(function (el) {
       var changed = el.tagName === "SELECT"
-        ? Array.prototype.some.call(el.options, function (o) { return o.selected !== o.defaultSelected; })
+        ? el.selectedIndex !== defaultIndex(el)
         : (el.type === "checkbox" || el.type === "radio") ? el.checked !== el.defaultChecked : el.value !== el.defaultValue;
       if (changed || el === document.activeElement) {
         typed.push({ id: el.id, value: el.value, checked: el.checked, focused: el === document.activeElement });
@@ -26,10 +26,20 @@
     return typed;
   }
 
+  // The option a select shows before anyone chooses: the last one marked selected, else the first.
+  function defaultIndex(select) {
+    var index = 0;
+    Array.prototype.forEach.call(select.options, function (o, i) { if (o.defaultSelected) { index = i; } });
+    return index;
+  }
+
   function restoreTyped(panel, typed) {
     typed.forEach(function (t) {
       var el = document.getElementById(t.id);
       if (!el || !panel.contains(el)) { return; }
+      // A choice the fresh panel no longer offers (a revision that now runs) is not forced: the select
+      // would show nothing.
+      if (el.tagName === "SELECT" && !Array.prototype.some.call(el.options, function (o) { return o.value === t.value; })) { return; }
       if (el.type === "checkbox" || el.type === "radio") { el.checked = t.checked; } else { el.value = t.value; }
       if (t.focused) { el.focus(); }
     });
