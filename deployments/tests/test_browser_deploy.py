@@ -1,6 +1,7 @@
 """An operator deploys from the topology page in a real Chromium: progress arrives over the websocket, the
-panel turns green; a broken revision then shows the diagnosis in words and the rollback. Screenshots go
-to var/screenshots/."""
+panel turns green; drift is shown and re-applied; the deploy policy is saved; a viewer sees no deploy
+buttons. Screenshots go to var/screenshots/. (A broken revision's diagnosis and automatic rollback are
+part of tests/test_browser_story.py.)"""
 
 from __future__ import annotations
 
@@ -53,7 +54,6 @@ def test_operator_deploys_and_sees_progress_diagnosis_and_rollback(
 
 def _walk_through(page, env, operator, viewer, topology, lab_sandbox):
     from deployments.tasks import check_drift
-    from topologies.services import topology_update
 
     with uvicorn_server(env) as base:
         page.goto(f"{base}/accounts/login/")
@@ -87,19 +87,6 @@ def _walk_through(page, env, operator, viewer, topology, lab_sandbox):
         page.wait_for_selector("#deployments .deploy-revs .state-in_sync", timeout=60_000)
         assert page.locator("#deployments .drift-banner").count() == 0
 
-        spec = dict(topology.spec)
-        spec["image"] = spec["image"] + "-broken"
-        topology_update(topology=topology, spec=spec, actor=operator, message="new engine build")
-        page.reload()
-        page.click("#deployments >> text=Deploy revision 2")
-        page.wait_for_selector("#deployments .deploy-current .state-rolled_back", timeout=60_000)
-        page.wait_for_selector("#deployments .deploy-current .diagnosis", timeout=10_000)
-        panel = page.inner_text("#deployments")
-        assert "cannot be pulled" in panel and "Fix:" in panel
-        assert "Tandem returned to revision 1, which is running again" in panel
-        page.screenshot(path=str(SHOTS / "deployments-rolled-back.png"), full_page=True)
-        page.locator("#deployments").screenshot(path=str(SHOTS / "deployments-panel-rolled-back.png"))
-
         page.fill("#deployments input[name=ready_timeout_seconds]", "120")
         page.select_option("#deployments select[name=auto_rollback]", "off")
         page.click("#deployments >> text=Save policy")
@@ -118,4 +105,4 @@ def _walk_through(page, env, operator, viewer, topology, lab_sandbox):
         page.click("button[type=submit]")
         page.goto(f"{base}/topologies/{topology.pk}/")
         assert page.locator("#deployments >> text=Deploy revision").count() == 0
-        assert "cannot be pulled" in page.inner_text("#deployments")
+        assert "Running revision 1" in page.inner_text("#deployments .deploy-revs").replace("\n", " ")
