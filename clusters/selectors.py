@@ -134,7 +134,7 @@ def cluster_permission_rows(cluster: Cluster) -> list[PermissionRow]:
         # A resource that two features need (pods/proxy: the proxy metrics source and in-place switches)
         # is one row: each verb once, and every reason it is needed.
         why, only_for = str(p.get("why", "")), str(p.get("only_for") or "")
-        if why and why not in row.why.split("; "):
+        if why and why not in row.why:
             row.why = f"{row.why}; {why}" if row.why else why
         if row.only_for and only_for and only_for not in row.only_for.split(" or "):
             row.only_for = f"{row.only_for} or {only_for}"

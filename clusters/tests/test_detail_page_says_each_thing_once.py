@@ -53,6 +53,8 @@ def test_pods_proxy_is_one_row_with_each_verb_once_and_both_reasons(client, view
     verbs = re.findall(r'<span class="verb verb-allowed" title="allowed">(\w+)</span>', row)
     assert sorted(verbs) == ["create", "get"]
     assert "scrape engine metrics" in row and "drain, unlink, switch" in row
+    log_row = _row(client.get(f"/clusters/{cluster.pk}/").content.decode(), "pods/log")
+    assert log_row.count("show why a pod failed") == 1
 
 
 PROBE = {
