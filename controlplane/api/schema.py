@@ -10,7 +10,8 @@ each operation, the error statuses it can really answer:
 - 400 where there is a request body or a query parameter to get wrong;
 - 404 where the path names an object, or a ``page`` can run past the end;
 - 409 on writes (another job holds the topology, a name is taken, ...);
-- 413 and 415 where a body is read (too large; not JSON or a form).
+- 413 and 415 where a body is read (too large; not JSON or a form);
+- and any other error status a view declares (adopt's 404: the workload named is gone), in its words.
 
 The ``TopologySpec`` and ``StoredTopologySpec`` components are the spec parser's own schema
 (``topologies.spec_schema``).
@@ -124,5 +125,8 @@ def error_responses(result: dict[str, Any], generator: Any, request: Any, public
                     "description": DESCRIPTIONS[code],
                     "content": {"application/json": {"schema": ref}},
                 }
+            for code, response in responses.items():  # an error status a view declares (its own words)
+                if code[0] in "45" and "content" not in response:
+                    response["content"] = {"application/json": {"schema": ref}}
             operation["responses"] = dict(sorted(responses.items()))
     return result

@@ -259,7 +259,12 @@ class TopologyViewSet(
     @extend_schema(
         operation_id="topologies_adopt",
         request=AdoptRequestSerializer,
-        responses={201: TopologySerializer},
+        responses={
+            201: TopologySerializer,
+            404: OpenApiResponse(
+                description="The workload named is not there to adopt (gone, or Tandem manages it already)."
+            ),
+        },
         description="Adopt a running workload as a topology: its objects as they run become revision 1 "
         "(running), Tandem takes ownership of their fields by server-side apply, no pod restarts.",
     )

@@ -169,3 +169,13 @@ def test_a_topology_and_revision_made_by_the_system_read_created_by_null(api_cli
     revisions = api_client.get(f"{URL}{topology.pk}/revisions/")
     assert revisions.status_code == 200
     assert [r["created_by"] for r in revisions.json()] == [None]
+
+
+def test_adopt_documents_its_404_for_a_workload_that_is_gone() -> None:
+    """topology_adopt answers 404 `not_found` when the workload named is not there; the document says so,
+    in the shared error shape (schemathesis found the status undocumented)."""
+    from tests import schema_contract
+
+    responses = schema_contract.document()["paths"]["/api/v1/topologies/adopt/"]["post"]["responses"]
+    assert "not there to adopt" in responses["404"]["description"]
+    assert responses["404"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
