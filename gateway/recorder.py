@@ -120,7 +120,15 @@ def _insert(requests: list[RequestRecord]) -> None:
     statement = f"COPY {quote(meta.db_table)} ({columns}) FROM STDIN"
     with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
         for record in requests:
-            copy.write_row(tuple(vars(record).values()))
+            copy.write_row(tuple(_storable(value) for value in vars(record).values()))
+
+
+def _storable(value: object) -> object:
+    """Text PostgreSQL can hold: a NUL (which it refuses) becomes U+FFFD and a lone surrogate (which UTF-8
+    cannot encode) a `?`, so one client's odd model name does not lose the records written with it."""
+    if not isinstance(value, str):
+        return value
+    return value.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
 
 
 _recorders: dict[int, Recorder] = {}
