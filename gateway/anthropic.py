@@ -339,8 +339,7 @@ async def serve(request: dict[str, Any], entry: RouteEntry, send: Send, outcome:
                 response.status if response.status < 600 else 502, "upstream_error", str(message)
             )
         if not outcome.stream:
-            answer = json.loads(await read_whole(response))
-            outcome.ttft_ms = (time.monotonic() - started) * 1000
+            answer = json.loads(await read_whole(response))  # whole: no first token, no TTFT
             translated = from_chat(answer, str(request["model"]))
             outcome.prompt_tokens = translated["usage"]["input_tokens"]
             outcome.completion_tokens = translated["usage"]["output_tokens"]

@@ -354,8 +354,7 @@ async def serve(
     outcome.status = response.status
     try:
         if not outcome.stream or response.status != 200:
-            body = await read_whole(response)
-            outcome.ttft_ms = (time.monotonic() - started) * 1000
+            body = await read_whole(response)  # a whole answer: no first token to time (no TTFT)
             _count_usage(body, outcome)
             outcome.started = True
             await send(_start(response, outcome))

@@ -10,10 +10,12 @@ import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from gateway import dispatch
 from gateway.errors import GatewayError
+from gateway.recorder import RequestRecord, recorder
 from gateway.routes import RouteEntry
 from gateway.sse import SseReader, event_data
 
@@ -53,6 +55,30 @@ def _leg_error(error: GatewayError, entry: RouteEntry, backend: str | None) -> s
     return error.message
 
 
+def _record(entry: RouteEntry, outcome: dispatch.Outcome, started: float) -> float:
+    """A probe's request is the gateway's traffic too: recorded (flagged) like an application's."""
+    latency = (time.monotonic() - started) * 1000
+    recorder().add(
+        RequestRecord(
+            created=datetime.now(UTC),
+            key_id=None,
+            model=entry.model[:256],
+            topology_id=entry.topology_id,
+            endpoint="chat/completions",
+            backend=outcome.backend,
+            status=outcome.status,
+            error_code=outcome.error_code,
+            stream=outcome.stream,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens,
+            ttft_ms=outcome.ttft_ms,
+            latency_ms=latency,
+            probe=True,
+        )
+    )
+    return latency
+
+
 async def chat(
     entry: RouteEntry,
     messages: list[dict[str, Any]],
@@ -75,6 +101,8 @@ async def chat(
     try:
         await dispatch.serve("/v1/chat/completions", request, force(entry, backend), send, outcome)
     except GatewayError as error:
+        outcome.status, outcome.error_code = error.status, error.code
+        _record(entry, outcome, started)
         return Answer(
             error.status,
             outcome.backend,
@@ -83,7 +111,7 @@ async def chat(
             error=_leg_error(error, entry, backend),
             error_code=error.code,
         )
-    latency = (time.monotonic() - started) * 1000
+    latency = _record(entry, outcome, started)
     head: dict[str, Any] = next(
         (m for m in sent if m["type"] == "http.response.start"), {"status": 0, "headers": []}
     )

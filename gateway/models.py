@@ -67,8 +67,10 @@ class GatewayRequest(models.Model):
     stream = models.BooleanField(default=False)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
-    ttft_ms = models.FloatField(null=True, blank=True)
+    ttft_ms = models.FloatField(null=True, blank=True)  # streams only: a whole answer has no first token
     latency_ms = models.FloatField()
+    # Made by the topology's verification probes (no key): charted apart from applications' requests.
+    probe = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created"]

@@ -394,7 +394,16 @@ async def fallback_compare(entry: RouteEntry) -> ProbeResult:
 
 
 async def run(entry: RouteEntry, kinds: list[str], params: dict[str, Any]) -> list[ProbeResult]:
-    settings = {**DEFAULTS, **params}
+    """The probes of a run, one after another; their requests are written before it returns."""
+    from gateway.recorder import flush_all
+
+    try:
+        return await _run(entry, kinds, {**DEFAULTS, **params})
+    finally:
+        await flush_all()
+
+
+async def _run(entry: RouteEntry, kinds: list[str], settings: dict[str, Any]) -> list[ProbeResult]:
     results = []
     for kind in kinds:
         if kind == "smoke":

@@ -35,6 +35,7 @@ class RequestRecord:
     completion_tokens: int
     ttft_ms: float | None
     latency_ms: float
+    probe: bool = False
 
 
 @dataclass

@@ -54,7 +54,7 @@ def route_entries() -> list[RouteEntry]:
 
 
 def recent_requests(*, topology_id: int, limit: int = 200) -> QuerySet[GatewayRequest]:
-    return GatewayRequest.objects.filter(topology_id=topology_id)[:limit]
+    return GatewayRequest.objects.filter(topology_id=topology_id, probe=False)[:limit]
 
 
 def breaker_events(*, topology_id: int, limit: int = 20) -> QuerySet[BreakerEvent]:
@@ -76,7 +76,7 @@ def topology_gateway_context(topology: Any, request: Any = None) -> dict[str, An
 
     route = Route.objects.filter(topology=topology).first()
     since = timezone.now() - timedelta(minutes=15)
-    recent = GatewayRequest.objects.filter(topology=topology, created__gte=since)
+    recent = GatewayRequest.objects.filter(topology=topology, created__gte=since, probe=False)
     by_backend = {row["backend"]: row["n"] for row in recent.values("backend").annotate(n=Count("id"))}
     errors = recent.filter(status__gte=500).count()
     total = sum(by_backend.values())
@@ -112,7 +112,7 @@ def overview_gateway_rows() -> list[dict[str, Any]]:
     fallback = {
         row["topology_id"]: row["n"]
         for row in GatewayRequest.objects.filter(
-            created__gte=since, backend="fallback", topology__isnull=False
+            created__gte=since, backend="fallback", topology__isnull=False, probe=False
         )
         .values("topology_id")
         .annotate(n=Count("id"))
@@ -155,7 +155,9 @@ def recent_outcomes(*, topology_id: int, since: Any) -> tuple[int, int, int]:
     from django.db.models import Count, Q
 
     failed_codes = ["cluster_unavailable", "all_backends_down", "fallback_rejected_key"]
-    counts = GatewayRequest.objects.filter(topology_id=topology_id, created__gte=since).aggregate(
+    counts = GatewayRequest.objects.filter(
+        topology_id=topology_id, created__gte=since, probe=False
+    ).aggregate(
         total=Count("id"),
         fallback=Count("id", filter=Q(backend="fallback")),
         failed=Count(
@@ -170,13 +172,14 @@ def recent_outcomes(*, topology_id: int, since: Any) -> tuple[int, int, int]:
 
 _SERIES_SQL = """
 SELECT floor((extract(epoch FROM created) - %(first)s) / %(step)s)::int AS bucket,
-       count(*) FILTER (WHERE backend = 'cluster'),
-       count(*) FILTER (WHERE backend = 'fallback'),
-       count(*) FILTER (WHERE backend NOT IN ('cluster', 'fallback')),
+       count(*) FILTER (WHERE backend = 'cluster' AND NOT probe),
+       count(*) FILTER (WHERE backend = 'fallback' AND NOT probe),
+       count(*) FILTER (WHERE backend NOT IN ('cluster', 'fallback') AND NOT probe),
+       count(*) FILTER (WHERE probe),
        count(*) FILTER (WHERE status >= 500),
        count(*) FILTER (WHERE status >= 400 AND status < 500),
        percentile_cont(ARRAY[%(q1)s, %(q2)s]::float8[]) WITHIN GROUP (ORDER BY ttft_ms)
-           FILTER (WHERE status < 400),
+           FILTER (WHERE status < 400 AND stream),
        percentile_cont(ARRAY[%(q1)s, %(q2)s]::float8[]) WITHIN GROUP (ORDER BY latency_ms)
            FILTER (WHERE status < 400)
 FROM {table}
@@ -236,15 +239,16 @@ def gateway_series(
                     cluster=row[1],
                     fallback=row[2],
                     none=row[3],
-                    errors=row[4],
-                    refused=row[5],
-                    ttft=_pair(row[6]),
-                    latency=_pair(row[7]),
+                    verification=row[4],
+                    errors=row[5],
+                    refused=row[6],
+                    ttft=_pair(row[7]),
+                    latency=_pair(row[8]),
                 )
                 for row in cursor.fetchall()
             ]
     else:
-        values = records.values_list("created", "backend", "status", "ttft_ms", "latency_ms")
+        values = records.values_list(*series.RECORD_FIELDS)
         rows = series.aggregate(values.iterator(chunk_size=5000), first=first, step=step)
     result = series.build(rows, first=first, end=end, step=step)
     if topology_id is not None:

@@ -10,14 +10,21 @@ series                    value per bucket
 ``rps.cluster``           requests per second the cluster served
 ``rps.fallback``          requests per second the fallback upstream served
 ``rps.none``              requests per second refused before dispatch (key, limit, model)
+``rps.verification``      requests per second the topology's verification probes made (any backend)
 ``share.errors``          share (0..1) of the bucket's requests answered with a 5xx
 ``share.refused``         share (0..1) answered with a 4xx (bad key, over a limit, unknown model)
-``ttft.p50/p95``          time to first byte/token of the answered requests (status < 400), ms
-``latency.p50/p95``       whole-request latency of the answered requests, ms
+``ttft.p50/p95``          time to the first token of the answered *streamed* requests, ms
+``latency.p50/p95``       whole-request latency of the answered requests (streamed or not), ms
 ========================  ======================================================================
 
+The ``rps.cluster/fallback/none`` rates count applications' requests; the verification probes' own
+requests are ``rps.verification`` and nothing else among the rates, while the shares and quantiles
+cover every request of the bucket, verification included. A non-streamed answer arrives whole, so
+the gateway sees no first token: it has no TTFT (its latency counts in ``latency.*`` only).
+
 A bucket without requests is ``None`` in every series (a gap, not a zero) except the rates, which
-are 0: no traffic is a measured zero. The last bucket usually ends in the future; its rates divide by
+are 0: no traffic is a measured zero; a bucket whose answered requests were all non-streamed has no
+TTFT (``None``). The last bucket usually ends in the future; its rates divide by
 the part that has elapsed, so the line does not dip at the right edge.
 """
 
@@ -33,6 +40,7 @@ SERIES: tuple[str, ...] = (
     "rps.cluster",
     "rps.fallback",
     "rps.none",
+    "rps.verification",
     "share.errors",
     "share.refused",
     "ttft.p50",
@@ -63,6 +71,7 @@ class BucketRow:
     cluster: int
     fallback: int
     none: int
+    verification: int
     errors: int
     refused: int
     ttft: tuple[float | None, float | None]
@@ -70,7 +79,7 @@ class BucketRow:
 
     @property
     def total(self) -> int:
-        return self.cluster + self.fallback + self.none
+        return self.cluster + self.fallback + self.none + self.verification
 
 
 class Marker(TypedDict):
@@ -118,25 +127,29 @@ class _Bucket:
     __slots__ = ("counts", "latency", "ttft")
 
     def __init__(self) -> None:
-        self.counts = [0, 0, 0, 0, 0]  # cluster, fallback, none, errors, refused
+        self.counts = [0, 0, 0, 0, 0, 0]  # cluster, fallback, none, verification, errors, refused
         self.ttft: list[float] = []
         self.latency: list[float] = []
 
 
+# What :func:`aggregate` reads of each record, in this order.
+RECORD_FIELDS: tuple[str, ...] = ("created", "backend", "status", "stream", "probe", "ttft_ms", "latency_ms")
+
+
 def aggregate(
-    records: Iterable[tuple[datetime, str, int, float | None, float]], *, first: float, step: int
+    records: Iterable[tuple[datetime, str, int, bool, bool, float | None, float]], *, first: float, step: int
 ) -> list[BucketRow]:
-    """Per-bucket rows from (created, backend, status, ttft_ms, latency_ms): the SQL's work, in Python."""
+    """Per-bucket rows from records (:data:`RECORD_FIELDS`): the SQL's work, in Python."""
     buckets: dict[int, _Bucket] = {}
-    for created, backend, status, ttft, latency in records:
+    for created, backend, status, stream, probe, ttft, latency in records:
         b = buckets.setdefault(int((created.timestamp() - first) // step), _Bucket())
-        b.counts[0 if backend == "cluster" else 1 if backend == "fallback" else 2] += 1
+        b.counts[3 if probe else 0 if backend == "cluster" else 1 if backend == "fallback" else 2] += 1
         if status >= 500:
-            b.counts[3] += 1
-        elif status >= 400:
             b.counts[4] += 1
+        elif status >= 400:
+            b.counts[5] += 1
         else:
-            if ttft is not None:
+            if stream and ttft is not None:
                 b.ttft.append(ttft)
             b.latency.append(latency)
     low, high = QUANTILES
@@ -146,8 +159,9 @@ def aggregate(
             cluster=b.counts[0],
             fallback=b.counts[1],
             none=b.counts[2],
-            errors=b.counts[3],
-            refused=b.counts[4],
+            verification=b.counts[3],
+            errors=b.counts[4],
+            refused=b.counts[5],
             ttft=(percentile(b.ttft, low), percentile(b.ttft, high)),
             latency=(percentile(b.latency, low), percentile(b.latency, high)),
         )
@@ -159,9 +173,9 @@ def build(rows: Iterable[BucketRow], *, first: float, end: float, step: int) -> 
     """The charts' series over ``[first, end)`` from per-bucket rows (missing buckets: no requests)."""
     count = bucket_count(first, end, step)
     series: dict[str, list[float | None]] = {name: [None] * count for name in SERIES}
-    for name in ("rps.cluster", "rps.fallback", "rps.none"):
+    for name in ("rps.cluster", "rps.fallback", "rps.none", "rps.verification"):
         series[name] = [0.0] * count
-    total = cluster = fallback = none = errors = refused = 0
+    total = cluster = fallback = none = verification = errors = refused = 0
     for row in rows:
         if not 0 <= row.index < count or row.total == 0:
             continue
@@ -170,6 +184,7 @@ def build(rows: Iterable[BucketRow], *, first: float, end: float, step: int) -> 
         series["rps.cluster"][row.index] = row.cluster / seconds
         series["rps.fallback"][row.index] = row.fallback / seconds
         series["rps.none"][row.index] = row.none / seconds
+        series["rps.verification"][row.index] = row.verification / seconds
         series["share.errors"][row.index] = row.errors / row.total
         series["share.refused"][row.index] = row.refused / row.total
         series["ttft.p50"][row.index], series["ttft.p95"][row.index] = row.ttft
@@ -178,6 +193,7 @@ def build(rows: Iterable[BucketRow], *, first: float, end: float, step: int) -> 
         cluster += row.cluster
         fallback += row.fallback
         none += row.none
+        verification += row.verification
         errors += row.errors
         refused += row.refused
     return GatewaySeries(
@@ -190,6 +206,7 @@ def build(rows: Iterable[BucketRow], *, first: float, end: float, step: int) -> 
             "requests": float(total),
             "cluster": float(cluster),
             "fallback": float(fallback),
+            "verification": float(verification),
             "refused": float(refused),
             "errors": float(errors),
             "error_share": errors / total if total else None,

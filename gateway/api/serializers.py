@@ -186,9 +186,12 @@ class GatewayMarkerSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class GatewayTotalsSerializer(serializers.Serializer[dict[str, Any]]):
-    requests = serializers.FloatField()
-    cluster = serializers.FloatField(help_text="Served by the cluster.")
-    fallback = serializers.FloatField(help_text="Served by the fallback upstream.")
+    requests = serializers.FloatField(help_text="Every request in the window, verification included.")
+    cluster = serializers.FloatField(help_text="Applications' requests served by the cluster.")
+    fallback = serializers.FloatField(help_text="Applications' requests served by the fallback upstream.")
+    verification = serializers.FloatField(
+        help_text="Requests made by the topology's verification probes (any backend; none on a key's series)."
+    )
     refused = serializers.FloatField(help_text="Answered with a 4xx (key, limit, quota, model).")
     errors = serializers.FloatField(help_text="Answered with a 5xx.")  # type: ignore[assignment]
     error_share = serializers.FloatField(
@@ -204,8 +207,11 @@ class GatewaySeriesSerializer(serializers.Serializer[dict[str, Any]]):
     series = serializers.DictField(
         child=serializers.ListField(child=serializers.FloatField(allow_null=True)),
         help_text="Aligned with timestamps. rps.cluster, rps.fallback, rps.none (refused before "
-        "dispatch): requests/s; share.errors (5xx), share.refused (4xx): 0..1; ttft.p50, ttft.p95, "
-        "latency.p50, latency.p95: ms over the answered requests (status < 400). null = no requests.",
+        "dispatch): applications' requests/s; rps.verification: the verification probes' requests/s; "
+        "share.errors (5xx), share.refused (4xx): 0..1 of all requests; latency.p50, latency.p95: ms over "
+        "the answered requests (status < 400); ttft.p50, ttft.p95: ms over the answered streamed "
+        "requests (a whole answer has no first token). Rates are 0 in a bucket without requests; the "
+        "others null (no value: a gap), ttft.* also null when no answered request streamed.",
     )
     totals = GatewayTotalsSerializer()
     events = GatewayMarkerSerializer(many=True, help_text="Fallback runs and breaker changes in the window.")

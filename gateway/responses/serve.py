@@ -118,8 +118,7 @@ async def serve(
 
 async def _whole(response: aiohttp.ClientResponse, reply: _Reply, *, translate: bool) -> None:
     """A whole answer, or an upstream error (OpenAI's error body on both paths: passed as it came)."""
-    body = await read_whole(response)
-    reply.first_byte()
+    body = await read_whole(response)  # whole: no first token, no TTFT
     if response.status == 200 and translate:
         answer = from_chat(json.loads(body), reply.shell(), reply.namespaces)
         body = json.dumps(answer).encode()

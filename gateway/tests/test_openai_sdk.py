@@ -147,7 +147,8 @@ def test_requests_are_recorded_in_batches(gateway):
         time.sleep(0.2)
     row = GatewayRequest.objects.get(topology=gateway.topology)
     assert row.backend == "cluster" and row.status == 200 and row.completion_tokens > 0
-    assert str(row.key_id) == str(gateway.key.pk) and row.ttft_ms is not None
+    assert str(row.key_id) == str(gateway.key.pk) and not row.probe
+    assert not row.stream and row.ttft_ms is None and row.latency_ms > 0  # a whole answer: no TTFT
 
 
 def test_cluster_down_without_fallback_is_a_clear_503(gateway):

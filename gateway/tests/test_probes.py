@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from gateway import probes
@@ -46,6 +48,18 @@ def test_smoke_prefix_and_concurrency_pass_on_a_healthy_stack(make_topology, adm
     assert concurrency["passed"] and concurrency["figures"]["requests"] > 4
     assert concurrency["figures"]["ttft_p95_ms"] is not None
     assert run.state == "passed"
+    # The probes' requests are the gateway's traffic too: recorded, flagged, charted as verification.
+    from gateway.models import GatewayRequest
+    from gateway.selectors import gateway_series
+
+    records = GatewayRequest.objects.filter(topology=topology)
+    made = 1 + 1 + 5 + 1 + concurrency["figures"]["requests"]  # smoke, warm-up, prefix, control, load
+    assert records.count() == records.filter(probe=True, key_id=None).count() == made
+    assert records.filter(stream=False, ttft_ms__isnull=False).count() == 0  # smoke: whole, no TTFT
+    end = time.time()
+    out = gateway_series(topology_id=topology.pk, start=end - 600, end=end, step=600)
+    assert out["totals"]["verification"] == made and out["totals"]["cluster"] == 0
+    assert any(v is not None for v in out["series"]["ttft.p50"])  # the streamed probes have a TTFT
 
 
 def test_prefix_probe_fails_and_says_why_when_prefix_caching_is_off(make_topology, admin_user):

@@ -14,6 +14,7 @@ def _row(index: int, cluster: int = 0, fallback: int = 0, none: int = 0, **kwarg
         cluster=cluster,
         fallback=fallback,
         none=none,
+        verification=int(kwargs.get("verification", 0)),  # type: ignore[call-overload]
         errors=int(kwargs.get("errors", 0)),  # type: ignore[call-overload]
         refused=int(kwargs.get("refused", 0)),  # type: ignore[call-overload]
         ttft=kwargs.get("ttft", (None, None)),  # type: ignore[arg-type]
@@ -58,6 +59,7 @@ def test_buckets_turn_counts_into_rates_shares_and_gaps():
         "requests": 14.0,
         "cluster": 9.0,
         "fallback": 2.0,
+        "verification": 0.0,
         "refused": 3.0,
         "errors": 1.0,
         "error_share": 1 / 14,
@@ -96,14 +98,48 @@ def test_python_aggregation_counts_and_quantiles_per_bucket():
         return datetime.fromtimestamp(1_000_000 + second, tz=UTC)
 
     records = [
-        (at(1), "cluster", 200, 10.0, 100.0),
-        (at(2), "cluster", 200, 30.0, 300.0),
-        (at(3), "fallback", 200, None, 200.0),
-        (at(4), "cluster", 502, None, 5000.0),
-        (at(12), "none", 401, None, 0.5),
+        (at(1), "cluster", 200, True, False, 10.0, 100.0),
+        (at(2), "cluster", 200, True, False, 30.0, 300.0),
+        (at(3), "fallback", 200, True, False, None, 200.0),
+        (at(4), "cluster", 502, False, False, None, 5000.0),
+        (at(12), "none", 401, False, False, None, 0.5),
     ]
     rows = series.aggregate(records, first=1_000_000.0, step=10)
     assert rows == [
-        BucketRow(0, 3, 1, 0, 1, 0, (20.0, 29.0), (200.0, 290.0)),
-        BucketRow(1, 0, 0, 1, 0, 1, (None, None), (None, None)),
+        BucketRow(0, 3, 1, 0, 0, 1, 0, (20.0, 29.0), (200.0, 290.0)),
+        BucketRow(1, 0, 0, 1, 0, 0, 1, (None, None), (None, None)),
     ]
+
+
+def test_ttft_is_over_streamed_answers_only_and_latency_over_all():
+    """A whole (non-streamed) answer has no first token: its time, even if a record carries one, is
+    not a TTFT; its latency still counts."""
+    at = datetime.fromtimestamp(1_000_000, tz=UTC)
+    records = [
+        (at, "cluster", 200, True, False, 10.0, 100.0),
+        (at, "cluster", 200, False, False, 900.0, 900.0),  # an older record: ttft = whole latency
+        (at, "cluster", 200, False, False, None, 500.0),
+    ]
+    (row,) = series.aggregate(records, first=1_000_000.0, step=10)
+    assert row.ttft == (10.0, 10.0)
+    assert row.latency == (500.0, 860.0)
+    whole_only = series.aggregate([records[2]], first=1_000_000.0, step=10)
+    out = series.build(whole_only, first=1_000_000.0, end=1_000_020.0, step=10)
+    assert out["series"]["ttft.p50"] == [None, None] and out["series"]["latency.p50"] == [500.0, None]
+
+
+def test_verification_requests_are_their_own_rate_and_counted_in_the_totals():
+    at = datetime.fromtimestamp(1_000_000, tz=UTC)
+    records = [
+        (at, "cluster", 200, True, True, 10.0, 100.0),
+        (at, "fallback", 200, True, True, 20.0, 200.0),
+        (at, "cluster", 502, False, True, None, 50.0),
+        (at, "cluster", 200, True, False, 30.0, 300.0),
+    ]
+    rows = series.aggregate(records, first=1_000_000.0, step=10)
+    out = series.build(rows, first=1_000_000.0, end=1_000_020.0, step=10)
+    assert out["series"]["rps.verification"] == [0.3, 0.0]
+    assert out["series"]["rps.cluster"] == [0.1, 0.0] and out["series"]["rps.fallback"] == [0.0, 0.0]
+    assert out["series"]["share.errors"] == [0.25, None]  # the probe's 502 is a failed request too
+    assert out["totals"]["requests"] == 4.0 and out["totals"]["verification"] == 3.0
+    assert out["events"] == []  # a probe forced onto the fallback is not the gateway falling back

@@ -32,8 +32,22 @@ def t0() -> float:
     return math.floor(time.time() / 60) * 60 - 600.0
 
 
-def record(topology, at: float, *, backend="cluster", status=200, ttft=None, latency=100.0, key_id=None):
+def record(
+    topology,
+    at: float,
+    *,
+    backend="cluster",
+    status=200,
+    ttft=None,
+    latency=100.0,
+    key_id=None,
+    stream=None,
+    probe=False,
+):
+    """A record; streamed when it has a TTFT unless told."""
     return GatewayRequest(
+        stream=ttft is not None if stream is None else stream,
+        probe=probe,
         created=datetime.fromtimestamp(at, tz=UTC),
         key_id=key_id,
         model="Qwen/Qwen3-0.6B",
@@ -92,11 +106,32 @@ def test_the_sql_agrees_with_the_python_aggregation(topology, t0, traffic):
         topology=topology,
         created__gte=datetime.fromtimestamp(t0, tz=UTC),
         created__lt=datetime.fromtimestamp(t0 + 60, tz=UTC),
-    ).values_list("created", "backend", "status", "ttft_ms", "latency_ms")
+    ).values_list(*series.RECORD_FIELDS)
     python = series.build(series.aggregate(rows, first=t0, step=STEP), first=t0, end=t0 + 60, step=STEP)
     sql = gateway_series(topology_id=topology.pk, start=t0, end=t0 + 60, step=STEP)
     for name in series.SERIES:
         assert sql["series"][name] == pytest.approx(python["series"][name]), name
+
+
+def test_the_sql_charts_verification_apart_and_ttft_of_streams_only(topology, t0):
+    GatewayRequest.objects.bulk_create(
+        [
+            record(topology, t0 + 1, ttft=10.0, latency=100.0),
+            record(topology, t0 + 2, ttft=900.0, latency=900.0, stream=False),  # an older whole answer
+            record(topology, t0 + 3, latency=400.0, stream=False),
+            record(topology, t0 + 4, ttft=30.0, latency=300.0, probe=True),
+            record(topology, t0 + 5, backend="fallback", ttft=50.0, latency=500.0, probe=True),
+            record(topology, t0 + 21, latency=700.0, stream=False),  # whole answers only: no TTFT
+        ]
+    )
+    out = gateway_series(topology_id=topology.pk, start=t0, end=t0 + 30, step=STEP)
+    assert out["series"]["rps.cluster"] == [0.3, 0.0, 0.1]
+    assert out["series"]["rps.fallback"] == [0.0, 0.0, 0.0]
+    assert out["series"]["rps.verification"] == [0.2, 0.0, 0.0]
+    assert out["series"]["ttft.p50"] == [pytest.approx(30.0), None, None]  # of 10, 30, 50
+    assert out["series"]["latency.p50"] == [pytest.approx(400.0), None, pytest.approx(700.0)]
+    assert out["totals"]["requests"] == 6.0 and out["totals"]["verification"] == 2.0
+    assert out["events"] == []
 
 
 def test_a_key_sees_only_its_own_requests(topology, t0, traffic):
