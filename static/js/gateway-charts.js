@@ -1,19 +1,21 @@
-// Gateway traffic charts (topology page and key page): requests/s by backend, error share, TTFT and
-// latency p50/p95 from the gateway's per-request records, with fallback runs and circuit-breaker
+// Gateway traffic charts (topology page and key page): requests/s by backend and the verification
+// probes' own, error share, TTFT (streamed requests) and latency p50/p95 from the gateway's per-request records, with fallback runs and circuit-breaker
 // changes marked on the time axis. Drawn by the telemetry panel's chart code (telemetry-charts.js)
 // from GET .../gateway-series/, re-read every bucket width (10-60 s) and when the breaker changes.
 (function () {
   "use strict";
   const FALLBACK = "#a23b72";
+  const VERIFICATION = "#6d4bd1";  // the topology's verification probes
   const CHARTS = [
     { id: "gw-rps", title: "Requests per second", unit: "req/s", k: 1, series: [
       { name: "rps.cluster", label: "cluster", stroke: "#2f5bd3" },
       { name: "rps.fallback", label: "fallback", stroke: FALLBACK },
-      { name: "rps.none", label: "refused before dispatch", stroke: "#5d6878" }] },
+      { name: "rps.none", label: "refused before dispatch", stroke: "#5d6878" },
+      { name: "rps.verification", label: "verification", stroke: VERIFICATION }] },
     { id: "gw-errors", title: "Errors", unit: "%", k: 100, series: [
       { name: "share.errors", label: "5xx (failed)", stroke: "#c62828" },
       { name: "share.refused", label: "4xx (key, limit, model)", stroke: "#5d6878" }] },
-    { id: "gw-ttft", title: "Time to first token", unit: "ms", k: 1, series: [
+    { id: "gw-ttft", title: "Time to first token, streamed requests", unit: "ms", k: 1, series: [
       { name: "ttft.p50", label: "p50", stroke: "#2f5bd3" }, { name: "ttft.p95", label: "p95", stroke: "#0f7b8a" }] },
     { id: "gw-latency", title: "Request latency", unit: "ms", k: 1, series: [
       { name: "latency.p50", label: "p50", stroke: "#2f5bd3" }, { name: "latency.p95", label: "p95", stroke: "#0f7b8a" }] },
@@ -29,6 +31,7 @@
     if (!totals || !totals.requests) { return "no requests in this window"; }
     const n = Math.round(totals.requests);
     const parts = [n.toLocaleString("en-US") + " request" + (n === 1 ? "" : "s")];
+    if (totals.verification) { parts[0] += " incl. " + Math.round(totals.verification).toLocaleString("en-US") + " verification"; }
     if (totals.fallback) { parts.push(percent(totals.fallback / totals.requests) + " by the fallback"); }
     if (totals.errors) { parts.push(percent(totals.error_share) + " failed (5xx)"); }
     if (totals.refused) { parts.push(percent(totals.refused / totals.requests) + " refused (4xx)"); }
@@ -38,7 +41,7 @@
   // Buckets before the window's first request are left out of the drawing, so a window longer than
   // the traffic does not squeeze every line against the right edge (the axis still shows a minute).
   function withoutLeadingQuiet(body) {
-    const rps = ["rps.cluster", "rps.fallback", "rps.none"];
+    const rps = ["rps.cluster", "rps.fallback", "rps.none", "rps.verification"];
     const n = (body.timestamps || []).length;
     let first = 0;
     while (first < n && rps.every(function (name) { return !body.series[name][first]; })) { first += 1; }
@@ -73,7 +76,7 @@
           if (!body) { return; }
           store.points = {};
           store.markers = {};
-          store.addHistory(withoutLeadingQuiet(body));
+          store.addHistory(withoutLeadingQuiet(body), true);  // an empty bucket: rates 0, the rest a gap
           root.dataset.requests = String(body.totals.requests || 0);
           root.dataset.loadedAt = String(end);
           root.querySelector("[data-gw-summary]").textContent = summary(body.totals);
@@ -92,6 +95,7 @@
     charts = window.Tandem.telemetryCharts.build(root.querySelector("[data-charts]"), store, windowSeconds,
       { charts: CHARTS, markerColors: MARKERS });
     window.addEventListener("resize", function () { charts.resize(); });
+    root.tandemCharts = charts;  // the plots, for whoever inspects the page (the browser tests)
     document.addEventListener("gateway:changed", load);
     load();
   }

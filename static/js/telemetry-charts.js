@@ -82,14 +82,16 @@
   };
   // History API answer: {timestamps: [bucket starts], series: {name: [value | null per bucket]}, events}.
   // A bucket is drawn at its middle so live points (taken at collection time) line up with it.
-  Store.prototype.addHistory = function (body) {
+  // keepGaps: a null bucket is kept as a point without a value, so the line breaks there instead of
+  // joining its neighbours (a series that means "no value" there, not one whose nulls are just unknown).
+  Store.prototype.addHistory = function (body, keepGaps) {
     const self = this;
     if (!body) { return; }
     const stamps = body.timestamps || [];
     const half = (body.step || 0) / 2;
     Object.keys(body.series || {}).forEach(function (name) {
       (body.series[name] || []).forEach(function (value, i) {
-        if (T().isNum(value) && i < stamps.length) { self.put(name, stamps[i] + half, value); }
+        if ((keepGaps || T().isNum(value)) && i < stamps.length) { self.put(name, stamps[i] + half, value); }
       });
     });
     (body.events || []).forEach(function (e) { self.addMarker(e.ts, e.kind, e.text); });
@@ -146,6 +148,49 @@
     };
   }
 
+  // The time axis: ticks as far apart as their labels are wide (measured in the axis font), so labels
+  // never collide at any width; a label says seconds only when ticks are less than a minute apart,
+  // and the day when the window spans more than one.
+  const AXIS_FONT = "12px system-ui, -apple-system, \"Segoe UI\", Roboto, \"Helvetica Neue\", Arial, sans-serif";
+  const LABEL_GAP = 14;  // px of air between two neighbouring labels
+  const TIME_INCRS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200,
+    86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400];
+  const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  let measure = null;
+  function textWidth(text) {
+    measure = measure || document.createElement("canvas").getContext("2d");
+    measure.font = AXIS_FONT;
+    return measure.measureText(text).width;
+  }
+  function two(n) { return (n < 10 ? "0" : "") + n; }
+  function timeLabel(ts, incr, span) {
+    const d = new Date(ts * 1000);
+    const hm = two(d.getHours()) + ":" + two(d.getMinutes());
+    const day = d.getDate() + " " + MONTHS[d.getMonth()];
+    if (incr < 60) { return hm + ":" + two(d.getSeconds()); }
+    if (incr >= 86400) { return day; }
+    return span > 86400 ? day + " " + hm : hm;
+  }
+  // The widest label a tick `incr` seconds apart can carry (a late-September evening: wide digits).
+  function labelWidth(incr, span) { return textWidth(timeLabel(new Date(2026, 8, 28, 20, 48, 48).getTime() / 1000, incr, span)); }
+  // uPlot takes the smallest increment whose ticks are at least this far apart: the first increment
+  // whose ticks clear its own labels, and never one before it (a finer one may carry wider labels).
+  function timeSpace(u, axisIdx, min, max, dim) {
+    const span = max - min;
+    let previous = 0;
+    for (let i = 0; i < TIME_INCRS.length; i++) {
+      const px = dim * TIME_INCRS[i] / span;
+      const needed = labelWidth(TIME_INCRS[i], span) + LABEL_GAP;
+      if (px >= needed) { return Math.max(needed, previous + 0.5); }
+      previous = px;
+    }
+    return dim;
+  }
+  function timeValues(u, splits, axisIdx, space, incr) {
+    const span = u.scales.x.max - u.scales.x.min;
+    return splits.map(function (v) { return v == null ? "" : timeLabel(v, incr, span); });
+  }
+
   // options.charts: chart definitions like CHARTS (a series may name its own stroke);
   // options.markerColors: marker kind -> colour. Both default to the telemetry panel's.
   function build(container, store, windowSeconds, options) {
@@ -165,7 +210,8 @@
         legend: { live: true },
         scales: { x: { time: true }, y: { range: function (u, lo, hi) { return [Math.min(0, lo || 0), Math.max(hi || 1, c.unit === "%" ? 1 : 0.001)]; } } },
         axes: [
-          { label: "time (local)", labelSize: 16, size: 58, labelGap: 4 },
+          { label: "time (local)", labelSize: 16, size: 58, labelGap: 4, font: AXIS_FONT,
+            incrs: TIME_INCRS, space: timeSpace, values: timeValues },
           { label: c.unit, labelSize: 18, size: 58, values: axisValues(c.unit) },
         ],
         series: [{ label: "time" }].concat(c.series.map(function (s, i) {
@@ -191,6 +237,7 @@
         });
       },
       resize: function () { charts.forEach(function (ch) { ch.plot.setSize({ width: width(ch.card), height: 210 }); }); },
+      plots: function () { return charts.map(function (ch) { return ch.plot; }); },
     };
   }
 
