@@ -109,3 +109,18 @@ class ApiKeyUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key_id} {self.hour:%Y-%m-%d %H}:00"
+
+
+class KeyPolicy(models.Model):
+    """Site-wide rules for issuing keys: one row (pk 1), changed by admins; absent means the defaults."""
+
+    viewers_issue_inference_keys = models.BooleanField(
+        default=True, help_text="Viewers may issue inference keys for themselves (admins may issue theirs)."
+    )
+    updated = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        return "key policy"

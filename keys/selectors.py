@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from accounts.roles import Role
 from keys import limits
-from keys.models import ApiKey, ApiKeySecret, ApiKeyUsage, Status
+from keys.models import ApiKey, ApiKeySecret, ApiKeyUsage, KeyPolicy, Status
 from keys.records import KeyRecord, Limits, effective_scopes, parse_cidrs
 
 QUOTAS = (
@@ -67,6 +67,16 @@ def limits_of(key: ApiKey) -> Limits:
         tokens_per_month=key.tokens_per_month,
         alert_thresholds=tuple(int(t) for t in key.alert_thresholds or ()),
     )
+
+
+def key_policy() -> KeyPolicy:
+    """The site-wide key rules: the stored row, or the defaults until an admin changes one."""
+    return KeyPolicy.objects.filter(pk=1).select_related("updated_by").first() or KeyPolicy(pk=1)
+
+
+def may_issue_own_inference_keys(*, user: Any) -> bool:
+    """Operators and admins always may; viewers while the key policy lets them (the default)."""
+    return bool(user.has_role(Role.OPERATOR) or key_policy().viewers_issue_inference_keys)
 
 
 def user_manages_all_keys(user: Any) -> bool:

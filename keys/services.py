@@ -19,8 +19,8 @@ from django.utils import timezone
 from accounts.roles import Role
 from audit.services import audit_record
 from controlplane.api.errors import DomainError
-from keys import limits, tokens, validation
-from keys.models import ApiKey, ApiKeySecret
+from keys import limits, selectors, tokens, validation
+from keys.models import ApiKey, ApiKeySecret, KeyPolicy
 from keys.purposes import PURPOSES
 from keys.records import KeyRecord
 from keys.scopes import Scope, scopes_for_role
@@ -136,6 +136,12 @@ def key_create(
     _require_manage(key=None, owner=owner, actor=actor, actor_key=actor_key)
     template, label = validation.clean_purpose(purpose, purpose_label)
     key_kind = validation.clean_kind(kind, template)
+    if (
+        key_kind == "inference"
+        and owner.pk == actor.pk
+        and not selectors.may_issue_own_inference_keys(user=actor)
+    ):
+        raise DomainError(VIEWER_KEYS_OFF, code="viewer_keys_off", status_code=403)
     within, why = _scope_bounds(owner=owner, actor_key=actor_key)
     if scopes is None:
         defaults = [s for s in template.scopes if s in within] if key_kind == template.kind else []
@@ -182,6 +188,46 @@ def key_create(
         },
     )
     return Issued(key=key, secret=secret)
+
+
+VIEWER_KEYS_OFF = (
+    "An admin has turned off inference keys issued by viewers for themselves; ask an admin to issue "
+    "one for you, or to turn the setting back on on the Keys page."
+)
+
+
+@transaction.atomic
+def key_policy_set(
+    *,
+    actor: Any,
+    viewers_issue_inference_keys: bool,
+    actor_key: KeyRecord | None = None,
+    source_ip: str | None = None,
+) -> KeyPolicy:
+    """Admins only: whether viewers may issue inference keys for themselves. Keys already issued keep
+    working either way; an admin may always issue one for a viewer."""
+    if not actor.has_role(Role.ADMIN):
+        raise DomainError("Only admins change the key policy.", code="forbidden", status_code=403)
+    if actor_key is not None and Scope.KEYS_ADMIN not in actor_key.scopes:
+        raise DomainError(
+            f"This key lacks the {Scope.KEYS_ADMIN} scope needed to change the key policy.",
+            code="missing_scope",
+            status_code=403,
+        )
+    policy, _ = KeyPolicy.objects.select_for_update().get_or_create(pk=1)
+    before = policy.viewers_issue_inference_keys
+    policy.viewers_issue_inference_keys = bool(viewers_issue_inference_keys)
+    policy.updated_by = actor
+    policy.save()
+    audit_record(
+        action="keys.policy",
+        actor=actor,
+        target=policy,
+        source_ip=source_ip,
+        actor_label=_actor_label(actor, actor_key),
+        detail={"viewers_issue_inference_keys": policy.viewers_issue_inference_keys, "was": before},
+    )
+    return policy
 
 
 def _actor_label(actor: Any, actor_key: KeyRecord | None) -> str:

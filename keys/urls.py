@@ -8,6 +8,7 @@ app_name = "keys"
 urlpatterns: list[URLPattern | URLResolver] = [
     path("", views.keys_list, name="list"),
     path("new/", views.key_new, name="new"),
+    path("policy/", views.key_policy, name="policy"),
     path("new/<slug:purpose>/", views.key_create, name="create"),
     path("<uuid:pk>/", views.key_detail, name="detail"),
     path("<uuid:pk>/rotate/", views.key_rotate, name="rotate"),

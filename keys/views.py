@@ -11,7 +11,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
+from accounts.permissions import role_required
+from accounts.roles import Role
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from gateway.series import CHART_WINDOWS
@@ -89,8 +92,27 @@ def keys_list(request: HttpRequest) -> HttpResponse:
             "filtered": any(value for name, value in request.GET.items() if name != "page"),
             "sees_all": selectors.user_manages_all_keys(request.user),
             "purposes": PURPOSES,
+            "policy": selectors.key_policy(),
+            "may_issue_inference": selectors.may_issue_own_inference_keys(user=request.user),
         },
     )
+
+
+@require_POST
+@role_required(Role.ADMIN)
+def key_policy(request: HttpRequest) -> HttpResponse:
+    allowed = request.POST.get("viewers_issue_inference_keys") == "on"
+    services.key_policy_set(
+        actor=request.user, viewers_issue_inference_keys=allowed, source_ip=client_ip(request)
+    )
+    messages.success(
+        request,
+        "Viewers may issue their own inference keys again."
+        if allowed
+        else "Viewers may no longer issue inference keys for themselves; keys already issued keep working, "
+        "and admins can still issue one for a viewer.",
+    )
+    return redirect("keys:list")
 
 
 def _visible_key(request: HttpRequest, pk: Any) -> ApiKey:
@@ -139,7 +161,15 @@ def key_detail(request: HttpRequest, pk: Any) -> HttpResponse:
 
 @login_required
 def key_new(request: HttpRequest) -> HttpResponse:
-    return render(request, "keys/new.html", {"title": "New key", "purposes": PURPOSES.values()})
+    return render(
+        request,
+        "keys/new.html",
+        {
+            "title": "New key",
+            "purposes": PURPOSES.values(),
+            "may_issue_inference": selectors.may_issue_own_inference_keys(user=request.user),
+        },
+    )
 
 
 def _used_form(request: HttpRequest, form_id: str) -> str | None:

@@ -30,6 +30,7 @@ ACTION_LABELS = {
     "key.scopes_change": "scopes changed",
     "key.auth_failed": "request refused",
     "key.budget_alert": "budget alert",
+    "keys.policy": "key policy changed",
     "cluster.register_failed": "registration refused",
     "topology.import": "imported from YAML",
     "topology.adopt": "adopted as it runs",
