@@ -394,13 +394,16 @@ async def fallback_compare(entry: RouteEntry) -> ProbeResult:
 
 
 async def run(entry: RouteEntry, kinds: list[str], params: dict[str, Any]) -> list[ProbeResult]:
-    """The probes of a run, one after another; their requests are written before it returns."""
-    from gateway.recorder import flush_all
+    """The probes of a run, one after another, on an event loop of their own (a worker's
+    ``asyncio.run``): their requests are written, and the loop's HTTP session and recorder closed and
+    dropped, before it returns, so runs leave nothing behind in the worker."""
+    from gateway import recorder, upstream
 
     try:
         return await _run(entry, kinds, {**DEFAULTS, **params})
     finally:
-        await flush_all()
+        await recorder.flush_and_forget()
+        await upstream.close_session()
 
 
 async def _run(entry: RouteEntry, kinds: list[str], settings: dict[str, Any]) -> list[ProbeResult]:

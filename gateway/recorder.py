@@ -146,3 +146,12 @@ def recorder() -> Recorder:
 async def flush_all() -> None:
     with contextlib.suppress(RuntimeError):
         await recorder().flush()
+
+
+async def flush_and_forget() -> None:
+    """Write this loop's records and drop its recorder: the loop is ending (a probe run's)."""
+    found = _recorders.pop(id(asyncio.get_running_loop()), None)
+    if found is not None:
+        if found.task is not None and not found.task.done():
+            found.task.cancel()
+        await found.flush()

@@ -27,6 +27,14 @@ def session() -> aiohttp.ClientSession:
     return found
 
 
+async def close_session() -> None:
+    """Close and drop this loop's session: the loop is ending (a probe run's in a worker). A session
+    left behind would hold its connector, and a later loop at the same address would be given it."""
+    found = _sessions.pop(id(asyncio.get_running_loop()), None)
+    if found is not None:
+        await found.close()
+
+
 class UpstreamFailed(Exception):
     """The upstream could not be used: not reached, timed out, or answered with a server error."""
 

@@ -85,6 +85,23 @@ def test_smoke_failure_is_diagnosed_in_words(make_topology, admin_user):
     assert "no fallback" in " ".join(results["smoke"]["diagnosis"])
 
 
+def test_runs_leave_no_http_session_or_recorder_behind_in_the_worker(make_topology, admin_user):
+    """Each run has an event loop of its own; what it opened per loop is closed and dropped with it
+    (a session left in the table would be handed to a later loop at the same address)."""
+    from gateway import recorder, upstream
+    from tests.support import closed_port
+
+    topology = make_topology()
+    route_update(
+        topology=topology, changes={"endpoint_url": f"http://127.0.0.1:{closed_port()}"}, actor=admin_user
+    )
+    sessions, recorders = dict(upstream._sessions), dict(recorder._recorders)
+    for _ in range(3):
+        run, _results = _run(topology, admin_user, ["smoke"])
+        assert run.state == "failed"
+    assert upstream._sessions == sessions and recorder._recorders == recorders
+
+
 def test_fallback_comparison_side_by_side(make_topology, admin_user, cluster_stack, fallback_stack):
     topology = make_topology()
     route_update(
