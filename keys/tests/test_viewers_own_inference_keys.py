@@ -84,6 +84,7 @@ def test_the_keys_pages_switch_it_and_tell_a_viewer(client, admin_user, viewer):
     assert "data-viewer-keys-off" in client.get("/keys/").content.decode()
     new = client.get("/keys/new/").content.decode()
     assert 'class="card purpose-card purpose-off" data-purpose="debug"' in new
+    assert "data-viewer-keys-off" in new
     assert 'href="/keys/new/automation/"' in new  # management keys stay open to viewers
     refused = client.post("/keys/new/debug/", create_form(client, "debug") | {"name": "laptop"})
     assert refused.status_code == 400 and "ask an admin" in refused.content.decode()
