@@ -8,11 +8,12 @@ Schemathesis is not a dependency of Tandem; it runs from a virtualenv of its own
 ``python3 -m venv var/schemathesis-venv && var/schemathesis-venv/bin/pip install schemathesis``.
 
 Everything runs here, on loopback, as in production but small: a private Redis (tests/faults/services.py),
-the bench database (dropped and created afresh each run, so a run with the same seed sends the same
-cases), a one-node sandbox cluster registered as a cluster, a simulated P/D stack (sandbox engines and
-router, bench/gateway_peers.py's ``sim``: vLLM's endpoints and errors) serving a topology's route, and
-the ASGI app under uvicorn (bench/gateway_peers.py's TandemGateway: the gateway's /v1/ and Django in one
-process, as docker/Dockerfile serves them). Seeded objects: an admin (whose id no generated integer
+the bench database (dropped and created afresh each run; with the fixed seed two runs give the same
+figures, the number of cases varying by a few as ids read from answers and two workers' order do), a
+one-node sandbox cluster registered as a cluster, a simulated P/D stack (sandbox engines and router,
+bench/gateway_peers.py's ``sim``: vLLM's endpoints and errors) serving a topology's route, and the ASGI
+app under uvicorn (bench/gateway_peers.py's TandemGateway: the gateway's /v1/ and Django in one process,
+as docker/Dockerfile serves them). Seeded objects: an admin (whose id no generated integer
 reaches), a management key holding every management scope and an inference key (both without limits a
 run could reach), a second user and key for the per-object operations to change and delete (a write on
 a key or a user never takes an id from an earlier answer, so no case revokes the run's own keys or
@@ -202,7 +203,7 @@ def write_config(
         "request-timeout = 60",
         "",
         "[cache]",
-        "enabled = false  # nothing carried over from an earlier run: the same seed sends the same cases",
+        "enabled = false  # nothing carried over from an earlier run",
         "",
         "[checks]",
         f"negative_data_rejection.expected-statuses = {toml_value(REJECTION_STATUSES)}",
