@@ -57,7 +57,9 @@
     window.fetch(panel.dataset.panelUrl, { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
-        if (html) {
+        // A message that asked for another read arrived meanwhile: this answer is older than what the
+        // panel already shows (a finished job would flash back to running), so only the next one is used.
+        if (html && !panel.dataset.again) {
           var doc = new DOMParser().parseFromString(html, "text/html");
           var fresh = doc.querySelector(".deploy-panel");
           if (fresh) {
