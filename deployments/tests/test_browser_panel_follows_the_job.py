@@ -42,7 +42,9 @@ CAPTURE = """
 SEND = "m => window.__topologyHandlers.forEach(h => h.onMessage && h.onMessage(m))"
 
 
-def _message(deployment: Deployment, state: str, label: str, ready: int) -> dict[str, object]:
+def _message(
+    deployment: Deployment, state: str, label: str, ready: int, message: str = ""
+) -> dict[str, object]:
     return {
         "kind": "deployment",
         "id": deployment.pk,
@@ -51,7 +53,7 @@ def _message(deployment: Deployment, state: str, label: str, ready: int) -> dict
         "percent": 50 * ready,
         "ready": ready,
         "total": 2,
-        "message": "",
+        "message": message,
     }
 
 
@@ -74,7 +76,12 @@ def test_cancel_goes_with_the_final_state_and_the_panel_follows_the_count(
 
     # One more pod Ready: the panel is read again (its pod rows with it).
     with page.expect_request(lambda r: r.url.endswith(panel_url), timeout=5_000):
-        page.evaluate(SEND, _message(deployment, "waiting", "Waiting", 1))
+        said = page.evaluate(
+            """m => { window.__topologyHandlers.forEach(h => h.onMessage && h.onMessage(m));
+                      return document.querySelector("#deployments [data-role=message]").innerHTML; }""",
+            _message(deployment, "waiting", "Waiting", 1, "pulling `vllm:v1` on node-a"),
+        )
+    assert said == "pulling <code>vllm:v1</code> on node-a"  # as the server writes it, no backticks
 
     Deployment.objects.filter(pk=deployment.pk).update(state=State.SUCCEEDED, pods_ready=2)
     # The final state: Cancel is gone at once, before the fresh panel arrives.

@@ -12,6 +12,16 @@
     if (label !== undefined) { el.textContent = label; }
   }
 
+  // A step's message as the server writes it (plain_words): `quoted` names as code, never backticks.
+  function setWords(el, text) {
+    el.textContent = "";
+    String(text).split("`").forEach(function (part, i) {
+      if (!part) { return; }
+      if (i % 2) { var code = document.createElement("code"); code.textContent = part; el.appendChild(code); }
+      else { el.appendChild(document.createTextNode(part)); }
+    });
+  }
+
   // What a person typed or chose in the panel's forms and has not sent yet survives a refresh.
   function typedValues(panel) {
     var typed = [];
@@ -89,7 +99,7 @@
     var counted = count ? count.textContent : "";
     if (count) { count.textContent = msg.ready + "/" + msg.total + " pods ready"; }
     var text = current.querySelector("[data-role=message]");
-    if (text && msg.message) { text.textContent = msg.message; }
+    if (text && msg.message) { setWords(text, msg.message); }
     if (FINAL[msg.state]) {
       // A finished job has nothing to cancel: the button goes now, not when the fresh panel arrives.
       var cancel = current.querySelector("form[action$='/cancel/']");
