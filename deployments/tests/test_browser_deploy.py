@@ -74,6 +74,10 @@ def _walk_through(page, env, operator, viewer, topology, lab_sandbox):
         assert "Running revision 1" in panel.replace("\n", " ")
         assert "2/2 pods ready" in panel
         assert page.locator("#deployments .pods-table tbody tr").count() == 2
+        # The state line, the pod rows and the buttons agree: every pod Ready, nothing left to cancel.
+        states = page.locator("#deployments .pods-table tbody tr td:nth-child(4)").all_inner_texts()
+        assert states == ["Ready", "Ready"], states
+        assert page.locator("#deployments form[action$='/cancel/']").count() == 0
         page.screenshot(path=str(SHOTS / "deployments-succeeded.png"), full_page=True)
 
         name = topology.current_revision.manifests[0]["metadata"]["name"]
