@@ -104,8 +104,9 @@ def test_link_fault_is_red_and_explained_within_two_intervals_under_the_promethe
         decode = next(p for p in pods if role[p.name] == "decode")
         from gateway.discovery import discover
 
-        endpoint = discover(topology)  # the router Service's LoadBalancer address
-        assert endpoint, "the router Service has no external address"
+        found = discover(topology, cluster_connection(cluster), until=time.monotonic() + 10)
+        endpoint = found.url  # the router Service's LoadBalancer address
+        assert found.answered and endpoint, f"the router Service has no external address ({found.reason})"
         with Traffic(endpoint, topology.model_name) as traffic:
             # Healthy first: Prometheus has the pods and the link carries transfers.
             deadline = time.monotonic() + 45
