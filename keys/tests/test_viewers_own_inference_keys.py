@@ -81,7 +81,10 @@ def test_the_keys_pages_switch_it_and_tell_a_viewer(client, admin_user, viewer):
 
     client.force_login(viewer)
     assert client.post("/keys/policy/", {"viewers_issue_inference_keys": "on"}).status_code == 403
-    assert "data-viewer-keys-off" in client.get("/keys/").content.decode()
+    listing = client.get("/keys/").content.decode()
+    assert "data-viewer-keys-off" in listing
+    hint = listing[listing.index("data-readonly-hint") :].split("</p>", 1)[0]  # the read-only line agrees
+    assert "manage your own inference keys" not in hint and "turned off issuing inference keys" in hint
     new = client.get("/keys/new/").content.decode()
     assert 'class="card purpose-card purpose-off" data-purpose="debug"' in new
     assert "data-viewer-keys-off" in new
