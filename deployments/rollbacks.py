@@ -154,7 +154,7 @@ def _outcomes(topology: Topology) -> dict[int, str]:
     for attempt in attempts:
         first = (attempt.diagnosis or [{}])[0].get("message") if attempt.diagnosis else ""
         reason = _words(str(first or attempt.error or "see its diagnosis").split("; rollback")[0])
-        out[int(attempt.revision_number or 0)] = f"its last deploy (#{attempt.pk}) failed: {reason}"
+        out[int(attempt.revision_number or 0)] = f"its last deploy failed: {reason}"
     return out
 
 

@@ -91,7 +91,7 @@ def test_page_rollback_asks_first_and_names_what_it_deploys(client, operator, af
     pk = after_auto_rollback.pk
     confirm = client.get(f"/deployments/topology/{pk}/rollback/confirm/?revision=3").content.decode()
     assert "Deploy revision 3 in place of revision 2?" in confirm
-    assert "never ran successfully</strong>: its last deploy (#" in confirm
+    assert "never ran successfully</strong>: its last deploy failed: " in confirm
     assert _tag(after_auto_rollback, 3) in confirm and f"image: {_tag(after_auto_rollback, 2)} →" in confirm
     assert 'name="allow_untested" value="yes"' in confirm
     # A POST that skipped the confirmation only shows it.

@@ -22,7 +22,7 @@ def test_default_target_is_the_newest_that_ran_never_the_failed_one(after_auto_r
     plan = rollback_plan(after_auto_rollback)
     assert (plan.running, plan.desired, plan.default, plan.keep_running) == (2, 3, 1, True)
     r3 = plan.candidate(3)
-    assert r3 is not None and not r3.known_good and r3.outcome.startswith("its last deploy (#")
+    assert r3 is not None and not r3.known_good and r3.outcome.startswith("its last deploy failed: ")
     assert "image pull failed" in r3.outcome
     assert rollback_target(topology=after_auto_rollback, number=None).number == 1
 
