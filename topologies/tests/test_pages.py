@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 
 from topologies import panels
@@ -115,6 +117,9 @@ def test_editor_update_saves_revision_and_noop_says_so(client, operator, two_top
     ).content.decode()
     assert "Saved revision 2" in page
     assert topology.revisions.count() == 2
+    saved = topology.revisions.order_by("number").last().created.astimezone(UTC)
+    # The revisions list says when in the browser's zone (UTC, said so, without script).
+    assert f'<time data-local="minutes" datetime="{saved.isoformat()}"' in page and "js/local-time.js" in page
 
 
 def test_live_preflight_partial_reports_form_errors(client, operator, cluster) -> None:
