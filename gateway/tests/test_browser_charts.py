@@ -88,31 +88,37 @@ def _labels_apart(page, section: str) -> int:
 
 
 def _verification_with_a_quiet_interval(topology) -> tuple[float, float, float]:
-    """Streamed probe requests in two runs of two 5-s buckets, 40 s of nothing between them."""
+    """Streamed probe requests in two runs, each a request per bucket over four buckets of the window
+    the test shows (5 min: 5-s buckets), four empty buckets between them. Returns a time inside the first run,
+    inside the quiet interval and inside the second run, each a bucket away from the run's ends."""
     from datetime import UTC, datetime
 
     from gateway.models import GatewayRequest
+    from gateway.series import auto_step
 
+    step = auto_step(300)
     now = time.time()
-    first, second = now - 150, now - 100
+    first = now - 12 * step
+    second = first + 8 * step
     GatewayRequest.objects.bulk_create(
         [
             GatewayRequest(
-                created=datetime.fromtimestamp(at, tz=UTC),
+                created=datetime.fromtimestamp(run + k * step, tz=UTC),
                 model=MODEL,
                 topology=topology,
                 endpoint="chat/completions",
                 backend="cluster",
                 status=200,
                 stream=True,
-                ttft_ms=40.0 + 10 * n,
+                ttft_ms=40.0 + 10 * k,
                 latency_ms=90.0,
                 probe=True,
             )
-            for n, at in enumerate((first, first + 5, second, second + 5))
+            for run in (first, second)
+            for k in range(4)
         ]
     )
-    return first + 5, (first + 10 + second) / 2, second
+    return first + 1.5 * step, first + 5.5 * step, second + 1.5 * step
 
 
 def _send(client: openai.OpenAI, seconds: float) -> list[str]:
@@ -170,9 +176,9 @@ def test_the_charts_draw_the_requests_the_gateway_recorded(
     login(page, gateway.base, admin_user)
     page.set_viewport_size({"width": 1440, "height": 1000})
     page.goto(f"{gateway.base}/topologies/{gateway.topology.pk}/#gateway")
-    _charted(page, "gateway", len(served) + 4)
+    _charted(page, "gateway", len(served) + 8)
     summary = page.locator("#gateway [data-gw-summary]").inner_text()
-    assert f"{len(served) + 4} requests incl. 4 verification" in summary and "by the fallback" in summary
+    assert f"{len(served) + 8} requests incl. 8 verification" in summary and "by the fallback" in summary
     cluster, fallback, opened, probes = page.evaluate(
         PIXELS_JS, ["gateway", [CLUSTER_RGB, FALLBACK_RGB, OPEN_RGB, VERIFICATION_RGB]]
     )
