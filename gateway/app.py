@@ -12,7 +12,6 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -21,7 +20,7 @@ from django.conf import settings
 from controlplane.client_ip import resolve_client_ip
 from gateway import anthropic, cancel, dispatch, reserve, tokencount
 from gateway.errors import GatewayError, anthropic_body, openai_body
-from gateway.recorder import RequestRecord, recorder
+from gateway.recorder import record_request
 from gateway.responses import serve as responses
 from gateway.routes import RouteEntry, RouteTable, current, peek
 from keys import tokens
@@ -341,22 +340,13 @@ async def _finish(grant: AsyncGrant, outcome: dispatch.Outcome, path: str, start
         dispatch.queue_budget_alerts(grant.record.key_id, crossed)
     if path == MODELS:
         return
-    recorder().add(
-        RequestRecord(
-            created=datetime.now(UTC),
-            key_id=grant.record.key_id,
-            model=outcome.model[:256],
-            topology_id=outcome.entry.topology_id if outcome.entry else None,
-            endpoint=path.removeprefix("/v1/"),
-            backend=outcome.backend,
-            status=outcome.status,
-            error_code=outcome.error_code,
-            stream=outcome.stream,
-            prompt_tokens=outcome.prompt_tokens,
-            completion_tokens=outcome.completion_tokens,
-            ttft_ms=outcome.ttft_ms,
-            latency_ms=(time.monotonic() - started) * 1000,
-        )
+    record_request(
+        outcome,
+        key_id=grant.record.key_id,
+        model=outcome.model,
+        topology_id=outcome.entry.topology_id if outcome.entry else None,
+        endpoint=path.removeprefix("/v1/"),
+        latency_ms=(time.monotonic() - started) * 1000,
     )
 
 

@@ -10,12 +10,11 @@ import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from gateway import dispatch
 from gateway.errors import GatewayError
-from gateway.recorder import RequestRecord, recorder
+from gateway.recorder import record_request
 from gateway.routes import RouteEntry
 from gateway.sse import SseReader, event_data
 
@@ -58,23 +57,14 @@ def _leg_error(error: GatewayError, entry: RouteEntry, backend: str | None) -> s
 def _record(entry: RouteEntry, outcome: dispatch.Outcome, started: float) -> float:
     """A probe's request is the gateway's traffic too: recorded (flagged) like an application's."""
     latency = (time.monotonic() - started) * 1000
-    recorder().add(
-        RequestRecord(
-            created=datetime.now(UTC),
-            key_id=None,
-            model=entry.model[:256],
-            topology_id=entry.topology_id,
-            endpoint="chat/completions",
-            backend=outcome.backend,
-            status=outcome.status,
-            error_code=outcome.error_code,
-            stream=outcome.stream,
-            prompt_tokens=outcome.prompt_tokens,
-            completion_tokens=outcome.completion_tokens,
-            ttft_ms=outcome.ttft_ms,
-            latency_ms=latency,
-            probe=True,
-        )
+    record_request(
+        outcome,
+        key_id=None,
+        model=entry.model,
+        topology_id=entry.topology_id,
+        endpoint="chat/completions",
+        latency_ms=latency,
+        probe=True,
     )
     return latency
 

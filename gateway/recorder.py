@@ -11,7 +11,8 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from asgiref.sync import sync_to_async
 
@@ -141,6 +142,37 @@ def recorder() -> Recorder:
     if found is None:
         found = _recorders[loop_id] = Recorder()
     return found
+
+
+def record_request(
+    outcome: Any,
+    *,
+    key_id: str | None,
+    model: str,
+    topology_id: int | None,
+    endpoint: str,
+    latency_ms: float,
+    probe: bool = False,
+) -> None:
+    """One request's record from its dispatch outcome (backend, status, tokens, TTFT), buffered."""
+    recorder().add(
+        RequestRecord(
+            created=datetime.now(UTC),
+            key_id=key_id,
+            model=model[:256],
+            topology_id=topology_id,
+            endpoint=endpoint,
+            backend=outcome.backend,
+            status=outcome.status,
+            error_code=outcome.error_code,
+            stream=outcome.stream,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens,
+            ttft_ms=outcome.ttft_ms,
+            latency_ms=latency_ms,
+            probe=probe,
+        )
+    )
 
 
 async def flush_all() -> None:
