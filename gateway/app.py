@@ -18,7 +18,7 @@ import redis
 from django.conf import settings
 
 from controlplane.client_ip import resolve_client_ip
-from gateway import anthropic, cancel, dispatch, reserve, tokencount
+from gateway import anthropic, cancel, dispatch, reserve, tokencount, tracecontext
 from gateway.errors import GatewayError, anthropic_body, openai_body
 from gateway.recorder import record_request
 from gateway.responses import serve as responses
@@ -213,6 +213,38 @@ async def _send_error(send: Send, error: GatewayError, *, messages_api: bool) ->
     await send({"type": "http.response.body", "body": body})
 
 
+TRACE_ID_HEADER = b"x-tandem-trace-id"
+
+
+def _trace_context(scope: Scope_, outcome: dispatch.Outcome) -> None:
+    """The caller's trace continued (a valid `traceparent`), else a new one; the gateway's own span."""
+    parent = state = None
+    for key, value in scope.get("headers", ()):
+        if key == b"traceparent":
+            parent = value.decode("latin-1")
+        elif key == b"tracestate":  # several headers are one list (the spec), joined in order
+            state = value.decode("latin-1") if state is None else f"{state},{value.decode('latin-1')}"
+    caller = tracecontext.parse_traceparent(parent) if parent is not None else None
+    if caller is None:  # none or invalid: a new trace, and the caller's tracestate goes with its parent
+        outcome.trace_id, outcome.span_id = tracecontext.new_ids()
+        return
+    outcome.trace_id, outcome.parent_span_id, _ = caller
+    outcome.span_id = tracecontext.new_span_id()
+    outcome.tracestate = tracecontext.valid_tracestate(state)
+
+
+def _traced(send: Send, trace_id: str) -> Send:
+    """`send` that names the request's trace in the response's headers, whoever starts the response."""
+    header = (TRACE_ID_HEADER, trace_id.encode())
+
+    async def traced(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), header]}
+        await send(message)
+
+    return traced
+
+
 async def application(scope: Scope_, receive: Receive, send: Send) -> None:
     if scope["type"] != "http":
         return
@@ -221,6 +253,8 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
     messages_api = path in (MESSAGES, COUNT_TOKENS)
     started = time.monotonic()
     outcome = dispatch.Outcome()
+    _trace_context(scope, outcome)
+    send = _traced(send, outcome.trace_id)
     grant: AsyncGrant | None = None
     try:
         wanted = KNOWN.get(path)
@@ -347,6 +381,7 @@ async def _finish(grant: AsyncGrant, outcome: dispatch.Outcome, path: str, start
         topology_id=outcome.entry.topology_id if outcome.entry else None,
         endpoint=path.removeprefix("/v1/"),
         latency_ms=(time.monotonic() - started) * 1000,
+        trace_id=outcome.trace_id,
     )
 
 

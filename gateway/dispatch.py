@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 from asgiref.sync import sync_to_async
 
-from gateway import upstream
+from gateway import tracecontext, upstream
 from gateway.bodies import read_whole
 from gateway.breaker import Breaker
 from gateway.errors import GatewayError
@@ -52,6 +52,18 @@ class Outcome:
     # A verification probe: it always tries the cluster and neither reads nor moves the breaker that
     # guards applications' requests (a failing probe run must not open it, nor be skipped by it).
     probe: bool = False
+    # W3C trace context (gateway.tracecontext): the trace, the gateway's own span in it, the caller's
+    # span (its parent; "" when the gateway started the trace) and the caller's tracestate.
+    trace_id: str = ""
+    span_id: str = ""
+    parent_span_id: str = ""
+    tracestate: str | None = None
+
+    def trace_headers(self) -> dict[str, str]:
+        """`traceparent` (and `tracestate`) for the upstream: the gateway's span as the engine's parent."""
+        if not self.trace_id:
+            return {}
+        return tracecontext.upstream_headers(self.trace_id, self.span_id, self.tracestate)
 
 
 _breakers: dict[int, Breaker] = {}
@@ -92,14 +104,21 @@ def _body(request: dict[str, Any], model: str, raw: bytes | None) -> bytes:
     return json.dumps({**request, "model": model}).encode()
 
 
-def _cluster_call(path: str, request: dict[str, Any], entry: RouteEntry, raw: bytes | None) -> Upstream:
-    return Upstream(f"{entry.endpoint}{path}", _body(request, entry.model, raw), {}, "cluster")
+def _cluster_call(
+    path: str, request: dict[str, Any], entry: RouteEntry, raw: bytes | None, outcome: Outcome
+) -> Upstream:
+    body = _body(request, entry.model, raw)
+    return Upstream(f"{entry.endpoint}{path}", body, outcome.trace_headers(), "cluster")
 
 
-def _fallback_call(path: str, request: dict[str, Any], entry: RouteEntry, raw: bytes | None) -> Upstream:
+def _fallback_call(
+    path: str, request: dict[str, Any], entry: RouteEntry, raw: bytes | None, outcome: Outcome
+) -> Upstream:
     assert entry.fallback is not None
     body = _body(request, entry.fallback.model, raw)
-    headers = {"Authorization": f"Bearer {entry.fallback.api_key}"} if entry.fallback.api_key else {}
+    headers = outcome.trace_headers()
+    if entry.fallback.api_key:
+        headers["Authorization"] = f"Bearer {entry.fallback.api_key}"
     return Upstream(f"{entry.fallback.base_url}{path.removeprefix('/v1')}", body, headers, "fallback")
 
 
@@ -186,7 +205,7 @@ async def _try_cluster(
     ended = False
     response: aiohttp.ClientResponse | None = None
     try:
-        call = _cluster_call(path, request, entry, raw)
+        call = _cluster_call(path, request, entry, raw, outcome)
         try:
             response = await upstream.post(
                 call.url, call.body, headers=call.headers, first_byte_timeout=entry.timeout
@@ -253,7 +272,7 @@ async def open_answer(
             raise GatewayError(502, "upstream_invalid_answer", _invalid_answer(entry, reason), reason=reason)
         raise _cluster_failed(entry, reason)
     path, request = fallback if fallback is not None else (path, request)
-    call = _fallback_call(path, request, entry, raw if fallback is None else None)
+    call = _fallback_call(path, request, entry, raw if fallback is None else None, outcome)
     try:
         response = await upstream.post(
             call.url, call.body, headers=call.headers, first_byte_timeout=entry.timeout

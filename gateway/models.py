@@ -71,11 +71,18 @@ class GatewayRequest(models.Model):
     latency_ms = models.FloatField()
     # Made by the topology's verification probes (no key): charted apart from applications' requests.
     probe = models.BooleanField(default=False)
+    # The W3C trace this request was a span of (gateway.tracecontext); its stored spans are in traces/.
+    trace_id = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         ordering = ["-created"]
-        # The charts read one topology's or one key's records over a time window.
-        indexes = [models.Index(fields=["topology", "-created"]), models.Index(fields=["key_id", "created"])]
+        # The charts read one topology's or one key's records over a time window; a trace finds its
+        # gateway requests by trace id.
+        indexes = [
+            models.Index(fields=["topology", "-created"]),
+            models.Index(fields=["key_id", "created"]),
+            models.Index(fields=["trace_id"], name="gateway_req_trace_id"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.model} {self.status} via {self.backend}"

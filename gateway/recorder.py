@@ -37,6 +37,7 @@ class RequestRecord:
     ttft_ms: float | None
     latency_ms: float
     probe: bool = False
+    trace_id: str = ""
 
 
 @dataclass
@@ -153,6 +154,7 @@ def record_request(
     endpoint: str,
     latency_ms: float,
     probe: bool = False,
+    trace_id: str = "",
 ) -> None:
     """One request's record from its dispatch outcome (backend, status, tokens, TTFT), buffered."""
     recorder().add(
@@ -171,6 +173,7 @@ def record_request(
             ttft_ms=outcome.ttft_ms,
             latency_ms=latency_ms,
             probe=probe,
+            trace_id=trace_id,
         )
     )
 
