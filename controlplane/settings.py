@@ -114,6 +114,8 @@ INSTALLED_APPS = [
     "rebalancing",
     "keys",
     "gateway",
+    "traces",
+    "slo",
 ]
 
 MIDDLEWARE = [
@@ -422,6 +424,17 @@ CELERY_BEAT_SCHEDULE["telemetry-collect-all"] = {
     "schedule": TELEMETRY_INTERVAL_SECONDS,
     "options": {"expires": TELEMETRY_INTERVAL_SECONDS},
 }
+# SLOs: burn rates evaluated on the telemetry cadence; webhook deliveries retried with exponential back-off
+# (base, 2x, 4x, ... at most 10 min) up to a bounded number of attempts. TANDEM_EXTERNAL_URL (e.g.
+# https://tandem.example.com) makes the links in notifications absolute.
+CELERY_BEAT_SCHEDULE["slo-evaluate-all"] = {
+    "task": "slo.tasks.evaluate_all",
+    "schedule": TELEMETRY_INTERVAL_SECONDS,
+    "options": {"expires": TELEMETRY_INTERVAL_SECONDS, "queue": "telemetry"},
+}
+SLO_DELIVERY_MAX_ATTEMPTS = env_int("SLO_DELIVERY_MAX_ATTEMPTS", 6, minimum=1)
+SLO_DELIVERY_BACKOFF_SECONDS = env_seconds("SLO_DELIVERY_BACKOFF_SECONDS", 5.0)
+TANDEM_EXTERNAL_URL = env_str("TANDEM_EXTERNAL_URL", "")
 CELERY_BEAT_SCHEDULE["telemetry-rollup-and-prune"] = {
     "task": "telemetry.tasks.rollup_and_prune",
     "schedule": 60.0,
@@ -458,6 +471,19 @@ CELERY_BEAT_SCHEDULE["gateway-discover-endpoints"] = {
     "task": "gateway.tasks.discover_endpoints",
     "schedule": float(GATEWAY_DISCOVERY_SECONDS),
     "options": {"expires": float(GATEWAY_DISCOVERY_SECONDS)},
+}
+# Per-request traces: the fraction of normal requests kept (slow and failed ones always are), how
+# long a kept trace is kept, how long spans of a slow or failed request are awaited, the OTLP body cap.
+TRACES_HEAD_SAMPLE_RATE = float(env_str("TRACES_HEAD_SAMPLE_RATE", "0.01"))
+if not 0 <= TRACES_HEAD_SAMPLE_RATE <= 1:
+    raise ConfigError("TRACES_HEAD_SAMPLE_RATE must be a fraction from 0 to 1, e.g. 0.01")
+TRACES_RETENTION_HOURS = env_int("TRACES_RETENTION_HOURS", 72, minimum=1)
+TRACES_KEEP_WINDOW_SECONDS = env_int("TRACES_KEEP_WINDOW_SECONDS", 900, minimum=10)
+TRACES_MAX_BODY_BYTES = env_int("TRACES_MAX_BODY_MB", 8, minimum=1) * 1024 * 1024
+CELERY_BEAT_SCHEDULE["traces-prune"] = {
+    "task": "traces.tasks.prune_traces",
+    "schedule": 600.0,
+    "options": {"expires": 600.0},
 }
 CELERY_BEAT_SCHEDULE["clusters-check-all"] = {
     "task": "clusters.tasks.check_all_clusters",

@@ -27,6 +27,8 @@ from keys import tokens
 from keys.hotpath import KeyRefused
 from keys.hotpath_async import AsyncGrant, authenticate, reconcile_now
 from keys.scopes import Scope
+from traces import gatewayspans
+from traces import receiver as traces_receiver
 
 logger = logging.getLogger(__name__)
 Scope_ = dict[str, Any]
@@ -249,6 +251,9 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
     if scope["type"] != "http":
         return
     path = scope["path"].rstrip("/") or "/"
+    if path == traces_receiver.PATH:  # OTLP spans from the engines: not a model call, not traced
+        await traces_receiver.serve(scope, receive, send, source_ip=_source_ip(scope))
+        return
     method = scope["method"]
     messages_api = path in (MESSAGES, COUNT_TOKENS)
     started = time.monotonic()
@@ -374,13 +379,15 @@ async def _finish(grant: AsyncGrant, outcome: dispatch.Outcome, path: str, start
         dispatch.queue_budget_alerts(grant.record.key_id, crossed)
     if path == MODELS:
         return
+    latency_ms = (time.monotonic() - started) * 1000
+    gatewayspans.note(outcome, endpoint=path.removeprefix("/v1/"), latency_ms=latency_ms)
     record_request(
         outcome,
         key_id=grant.record.key_id,
         model=outcome.model,
         topology_id=outcome.entry.topology_id if outcome.entry else None,
         endpoint=path.removeprefix("/v1/"),
-        latency_ms=(time.monotonic() - started) * 1000,
+        latency_ms=latency_ms,
         trace_id=outcome.trace_id,
     )
 
@@ -395,6 +402,7 @@ async def lifespan(receive: Receive, send: Send) -> None:
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await flush_all()
+            await gatewayspans.flush()
             try:
                 await reconcile_now()
             except Exception:

@@ -43,6 +43,9 @@ class RouteEntry:
     responses_passthrough: bool = False
     # The served model's context length (its engine's --max-model-len / --context-length), if known.
     context: int | None = None
+    # The topology's SLO targets: a request over them is slow, and its trace is kept (traces.sampling).
+    slo_ttft_ms: int | None = None
+    slo_tbt_ms: int | None = None
 
     def allowed_by(self, allowed: tuple[str, ...]) -> bool:
         """A key's allow-list names the model served, an alias or the topology."""

@@ -48,6 +48,8 @@ def route_entries() -> list[RouteEntry]:
                 breaker_open_seconds=float(route.breaker_open_seconds if route is not None else 15),
                 responses_passthrough=topology.engine in RESPONSES_ENGINES,
                 context=context_from_spec(topology.spec),
+                slo_ttft_ms=topology.slo_ttft_ms,
+                slo_tbt_ms=topology.slo_tbt_ms,
             )
         )
     return entries

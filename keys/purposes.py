@@ -97,6 +97,18 @@ PURPOSES: dict[str, Purpose] = {
             max_concurrent=16,
         ),
         Purpose(
+            "telemetry",
+            "Telemetry (traces)",
+            "Engines and routers sending their trace spans (OTLP/HTTP) to Tandem's /v1/traces; "
+            "it cannot call models.",
+            Kind.INFERENCE,
+            (Scope.TRACES_WRITE,),
+            expiry_days=365,
+            max_expiry_days=365,
+            requests_per_minute=6_000,
+            max_concurrent=64,
+        ),
+        Purpose(
             "custom",
             "Custom",
             "Anything else; name it with a label of your own.",

@@ -21,11 +21,13 @@ class Scope(models.TextChoices):
     KEYS_ADMIN = "keys:admin", "Manage everyone's keys"
     USERS_ADMIN = "users:admin", "Manage users and roles"
     INFERENCE = "inference", "Call models through the OpenAI-compatible gateway"
+    TRACES_WRITE = "traces:write", "Send engines' and routers' trace spans (OTLP) to Tandem"
 
 
 ALL_SCOPES: frozenset[str] = frozenset(Scope.values)
-MANAGEMENT_SCOPES: frozenset[str] = ALL_SCOPES - {Scope.INFERENCE}
-INFERENCE_SCOPES: frozenset[str] = frozenset({Scope.INFERENCE})
+# Keys of the gateway's kind: calling models, or sending trace spans to its OTLP receiver (/v1/traces).
+INFERENCE_SCOPES: frozenset[str] = frozenset({Scope.INFERENCE, Scope.TRACES_WRITE})
+MANAGEMENT_SCOPES: frozenset[str] = ALL_SCOPES - INFERENCE_SCOPES
 
 # The least role that may hold each scope; a key's scopes never exceed its owner's role.
 _LEAST_ROLE: dict[str, str] = {
@@ -36,6 +38,7 @@ _LEAST_ROLE: dict[str, str] = {
     Scope.KEYS_READ: Role.VIEWER,
     Scope.KEYS_WRITE: Role.VIEWER,
     Scope.INFERENCE: Role.VIEWER,
+    Scope.TRACES_WRITE: Role.OPERATOR,
     Scope.TOPOLOGIES_WRITE: Role.OPERATOR,
     Scope.DEPLOY: Role.OPERATOR,
     Scope.REBALANCE: Role.OPERATOR,

@@ -1,0 +1,117 @@
+"""The gateway's side of tracing: at the end of each request, keep its trace or not (traces.sampling).
+
+Kept requests are buffered in process and written every FLUSH_SECONDS in one transaction off the
+request path (after the gateway's recorder has written their records, so the link is found). A trace
+kept for being slow or failed is also marked in Redis at once, so the engines' spans that arrive
+before the write are stored (a head-kept trace needs no mark: the receiver knows it from its id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from traces import sampling
+from traces.services import GatewayTrace
+
+logger = logging.getLogger(__name__)
+FLUSH_SECONDS = 2.0
+MAX_BUFFER = 10_000
+_buffers: dict[int, list[GatewayTrace]] = {}
+_tasks: dict[int, asyncio.Task[None]] = {}
+_background: set[asyncio.Task[Any]] = set()
+
+
+def note(outcome: Any, *, endpoint: str, latency_ms: float) -> str:
+    """Decide on a finished gateway request's trace; returns why it is kept ("" when it is not)."""
+    entry = outcome.entry
+    if not outcome.trace_id or entry is None or outcome.probe:
+        return ""
+    kept, why = sampling.decide(
+        trace_id=outcome.trace_id,
+        status=outcome.status,
+        backend=outcome.backend,
+        latency_ms=latency_ms,
+        ttft_ms=outcome.ttft_ms,
+        completion_tokens=outcome.completion_tokens,
+        slo_ttft_ms=entry.slo_ttft_ms,
+        slo_tbt_ms=entry.slo_tbt_ms,
+        head_rate=settings.TRACES_HEAD_SAMPLE_RATE,
+    )
+    if not kept:
+        return ""
+    end = datetime.now(UTC)
+    record = GatewayTrace(
+        trace_id=outcome.trace_id,
+        span_id=outcome.span_id,
+        parent_span_id=outcome.parent_span_id,
+        kept=kept,
+        reason=why,
+        start=end - timedelta(milliseconds=latency_ms),
+        end=end,
+        topology_id=entry.topology_id,
+        topology_name=entry.topology_name,
+        model=outcome.model,
+        endpoint=endpoint,
+        backend=outcome.backend,
+        status=outcome.status,
+        error_code=outcome.error_code,
+        stream=outcome.stream,
+        latency_ms=latency_ms,
+        ttft_ms=outcome.ttft_ms,
+        prompt_tokens=outcome.prompt_tokens,
+        completion_tokens=outcome.completion_tokens,
+    )
+    loop = asyncio.get_running_loop()
+    buffer = _buffers.setdefault(id(loop), [])
+    if len(buffer) < MAX_BUFFER:
+        buffer.append(record)
+    task = _tasks.get(id(loop))
+    if task is None or task.done():
+        _tasks[id(loop)] = loop.create_task(_run(id(loop)))
+    if kept != "head":
+        marking = loop.create_task(sync_to_async(_mark, thread_sensitive=False)(outcome.trace_id))
+        _background.add(marking)
+        marking.add_done_callback(_background.discard)
+    return kept
+
+
+def _mark(trace_id: str) -> None:
+    from keys import limits
+    from traces.services import kept_key
+
+    try:
+        limits.client().set(kept_key(trace_id), b"1", ex=settings.TRACES_KEEP_WINDOW_SECONDS)
+    except Exception:
+        logger.warning("could not mark trace %s as kept: its engines' spans may be dropped", trace_id)
+
+
+async def _run(loop_id: int) -> None:
+    while _buffers.get(loop_id):
+        await asyncio.sleep(FLUSH_SECONDS)
+        await flush(loop_id)
+
+
+async def flush(loop_id: int | None = None) -> None:
+    """Write this loop's kept requests (the gateway's lifespan and tests call it to write them now)."""
+    loop_id = id(asyncio.get_running_loop()) if loop_id is None else loop_id
+    records, _buffers[loop_id] = _buffers.get(loop_id, []), []
+    if not records:
+        return
+    from traces.services import gateway_traces_store
+
+    def write() -> None:
+        from django.db import close_old_connections
+
+        close_old_connections()
+        gateway_traces_store(records=records)
+
+    try:
+        await sync_to_async(write, thread_sensitive=False)()
+    except Exception:
+        logger.exception("could not write %d kept traces", len(records))
