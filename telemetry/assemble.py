@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TypedDict
 
+from telemetry.datapath import PodWindow
+from telemetry.datapath import problems as datapath_problems
 from telemetry.derive import (
     HitEntry,
     Window,
@@ -223,14 +225,21 @@ def build_snapshot(
         if actions_for:
             actions[metric] = actions_for
 
+    requests = topology_outcomes(role_windows)
+    by_name = {r.target.name: r for r in results}
+    pod_windows = [
+        PodWindow(name, by_name[name].target.role, window, _block_size(by_name[name].raw))
+        for name, window in windows.items()
+    ]
     health = topology_health(
         pods=pods,
         links=links,
         slo=slo,
         pod_reasons=pod_reasons,
         extra=extra,
-        requests=topology_outcomes(role_windows),
+        requests=requests,
         interval_s=round(interval_s, 1),
+        problems=datapath_problems(pod_windows, requests, round(interval_s, 1)),
     )
     snapshot = TopologySnapshot(
         topology_id=topology_id,
@@ -245,6 +254,12 @@ def build_snapshot(
         events=events,
     )
     return snapshot, new_state, actions
+
+
+def _block_size(raw: RawSample | None) -> int | None:
+    """The engine's KV block size from ``vllm:cache_config_info{block_size}``, when it says."""
+    value = raw["info"].get("block_size", "") if raw is not None else ""
+    return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
 def _step(

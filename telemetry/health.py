@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
+from telemetry.datapath import Problem, problem_reason
 from telemetry.derive import HTTP_CLIENT, HTTP_FAILURES, Outcomes, TopologyOutcomes
 from telemetry.snapshot import Health, HealthState, LinkSample, PodSample, Slo, SloState
 
@@ -154,6 +155,7 @@ def topology_health(
     extra: list[str],
     requests: TopologyOutcomes | None = None,
     interval_s: float = 0.0,
+    problems: list[Problem] | None = None,
 ) -> Health:
     """The topology's state and the reasons, most severe first. A topology failing its requests is
     never healthy: above 1 % failed it is degraded, and when nothing succeeded it is down."""
@@ -168,7 +170,8 @@ def topology_health(
             slo_reasons.append(slo_reason("ttft", slo["ttft_p95_ms"], slo["ttft_ms"]))
         if slo["tbt_ms"] is not None and (slo["tbt_p95_ms"] or 0) > slo["tbt_ms"]:
             slo_reasons.append(slo_reason("tbt", slo["tbt_p95_ms"], slo["tbt_ms"]))
-    reasons = [*([error_reason] if error_reason else []), *down_links, *pod_reasons, *slow_links]
+    silent = [problem_reason(p) for p in problems or []]
+    reasons = [*([error_reason] if error_reason else []), *down_links, *silent, *pod_reasons, *slow_links]
     reasons += [*slo_reasons, *extra]
 
     serving = [pod for pod in pods if pod["role"] in ("prefill", "decode", "both")]
@@ -189,11 +192,14 @@ def topology_health(
         state = "down"
         reasons.insert(0, "every KV link is down: decode pods cannot receive KV from prefill")
     note = client_error_note(requests, interval_s)
-    if note is None:
-        return Health(state=state, reasons=reasons)
-    if state == "healthy" and client_errors_grouped(requests):
-        state = "degraded"  # most answers were 4xx that may hide the engine's 429s: needs a look, not "down"
-    return Health(state=state, reasons=[*reasons, note])
+    if note is not None:
+        reasons.append(note)
+        if state == "healthy" and client_errors_grouped(requests):
+            state = "degraded"  # most answers were 4xx that may hide the engine's 429s: needs a look
+    health = Health(state=state, reasons=reasons)
+    if problems:
+        health["problems"] = [dict(p) for p in problems]
+    return health
 
 
 GATEWAY_MIN_REQUESTS = 5  # fewer requests through the gateway say too little to judge by
@@ -228,4 +234,7 @@ def apply_gateway_outcomes(
         state = "down"
     elif state in ("healthy", "unknown"):
         state = "degraded"
-    return Health(state=state, reasons=[reason, *[r for r in health["reasons"] if r != reason]])
+    updated = Health(state=state, reasons=[reason, *[r for r in health["reasons"] if r != reason]])
+    if "problems" in health:
+        updated["problems"] = health["problems"]
+    return updated

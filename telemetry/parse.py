@@ -32,6 +32,7 @@ COUNTERS: dict[str, str] = {
     "vllm:mooncake_num_failed_transfers_total": "xfer_failed",
     "vllm:mooncake_num_failed_recvs_total": "xfer_failed_recvs",
     "vllm:nixl_num_kv_expired_reqs_total": "xfer_expired",
+    "vllm:nixl_num_notifications_after_expiry_total": "xfer_notified_after_expiry",
     "vllm:mooncake_num_kv_expired_reqs_total": "xfer_expired",
     "sglang:prompt_tokens_total": "prompt_tokens",
     "sglang:generation_tokens_total": "gen_tokens",
@@ -59,6 +60,21 @@ ROUTER_REQUESTS = "kthena_router_requests_total"
 # Every route a real vLLM (0.32) generates on: OpenAI completions and chat, the Responses API and
 # Anthropic's Messages API (the handler label is the route's path template).
 INFERENCE_HANDLERS = frozenset({"/v1/completions", "/v1/chat/completions", "/v1/responses", "/v1/messages"})
+# Where an engine's prompt tokens came from (vLLM ``vllm/v1/metrics/loggers.py``, sources from
+# ``PromptTokenStats.ALL_SOURCES`` in ``vllm/v1/metrics/stats.py``): ``local_compute`` (prefilled here),
+# ``local_cache_hit`` (this engine's prefix cache), ``external_kv_transfer`` (received through the KV
+# connector). On a decode pod, local compute beyond the last partial block means the KV never arrived.
+PROMPT_BY_SOURCE = "vllm:prompt_tokens_by_source_total"
+PROMPT_SOURCES = {
+    "local_compute": "prompt_local_compute",
+    "local_cache_hit": "prompt_local_cache_hit",
+    "external_kv_transfer": "prompt_external_kv",
+}
+# Mooncake's TENT transfer engine (its own /metrics, ``mooncake-transfer-engine/tent/src/metrics/
+# tent_metrics.cpp``): bytes per transport and failovers between transports (``from``/``to``: rdma, tcp,
+# nvlink, ...). A transfer that fell back from RDMA to TCP still succeeds, only slower.
+TENT_FAILOVER = "tent_transport_failover_total"
+TENT_BYTES = ("tent_read_bytes_total", "tent_write_bytes_total")
 
 # sample name -> canonical gauge field
 GAUGES: dict[str, str] = {
@@ -115,7 +131,8 @@ INFO = "vllm:cache_config_info"
 _SUFFIXES = ("_bucket", "_count", "_sum", "_created", "_total", "_info")
 _KNOWN_BASES = frozenset(
     [*COUNTERS, *GAUGES, *HISTOGRAMS, REQUEST_SUCCESS_BY_REASON, INFO, HTTP_REQUESTS, ROUTER_REQUESTS]
-    + [name.removesuffix("_total") for name in COUNTERS]
+    + [PROMPT_BY_SOURCE, TENT_FAILOVER, *TENT_BYTES]
+    + [name.removesuffix("_total") for name in (*COUNTERS, PROMPT_BY_SOURCE, TENT_FAILOVER, *TENT_BYTES)]
     + [REQUEST_SUCCESS_BY_REASON.removesuffix("_total"), INFO.removesuffix("_info")]
     + [HTTP_REQUESTS.removesuffix("_total"), ROUTER_REQUESTS.removesuffix("_total")]
 )
@@ -165,7 +182,10 @@ def _is_known(name: str) -> bool:
 
 
 _LABEL = re.compile(r'\s*([a-zA-Z_]\w*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
-KEPT_LABELS = frozenset({"le", "finished_reason", "operation", "status", "status_code", "handler"})
+KEPT_LABELS = frozenset(
+    {"le", "finished_reason", "operation", "status", "status_code", "handler"}
+    | {"source", "transport", "from", "to"}  # prompt tokens by source, TENT transports
+)
 
 
 def _reduce_labels(block: str) -> str:
@@ -255,6 +275,15 @@ def classify(name: str, labels: dict[str, str], value: float) -> tuple[Entry, ..
         )
     if name in COUNTERS:
         return ((COUNTER, COUNTERS[name], 0.0, value, name, NO_LABELS),)
+    if name == PROMPT_BY_SOURCE:
+        source = PROMPT_SOURCES.get(labels.get("source", ""))
+        return ((COUNTER, source, 0.0, value, name, NO_LABELS),) if source else ()
+    if name == TENT_FAILOVER:
+        pair = f"{_transport(labels.get('from'))}_to_{_transport(labels.get('to'))}"
+        return ((COUNTER, f"tent_failover_{pair}", 0.0, value, name, NO_LABELS),)
+    if name in TENT_BYTES:
+        field = f"tent_bytes_{_transport(labels.get('transport'))}"
+        return ((COUNTER, field, 0.0, value, name, NO_LABELS),)
     if name in GAUGES:
         return ((GAUGE, GAUGES[name], 0.0, value, name, NO_LABELS),)
     if name == INFO:
@@ -274,6 +303,12 @@ def classify(name: str, labels: dict[str, str], value: float) -> tuple[Entry, ..
     if base == STORE_OPERATION and labels.get("status", "success") not in ("success", "ok"):
         return (entry, (COUNTER, "store_op_failed", 0.0, value, name, NO_LABELS))
     return (entry,)
+
+
+def _transport(value: str | None) -> str:
+    """A TENT transport label as a field-name part (its values are a closed set of short words)."""
+    text = (value or "unspec").strip().lower()
+    return text if text.replace("_", "").isalnum() else "other"
 
 
 def _parse_lines(lines: list[str]) -> list[tuple[str, dict[str, str], float]]:

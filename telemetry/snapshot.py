@@ -39,7 +39,7 @@ Units and conventions (the same everywhere, also in the stored series of ``telem
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 HealthState = Literal["healthy", "degraded", "down", "stale", "unknown"]
 SloState = Literal["ok", "violated", "unknown"]
@@ -57,6 +57,9 @@ EVENT_KINDS: tuple[str, ...] = ("deploy", "role_change", "alert_raised", "alert_
 class Health(TypedDict):
     state: HealthState
     reasons: list[str]
+    # Silent data-path problems (telemetry.datapath.Problem as a dict: key, name, detail, cost, check,
+    # pods); their sentences are among ``reasons`` too. Absent from snapshots made before they existed.
+    problems: NotRequired[list[dict[str, object]]]
 
 
 class Slo(TypedDict):

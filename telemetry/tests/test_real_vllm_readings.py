@@ -130,3 +130,18 @@ def test_a_connector_family_the_engine_does_not_export_is_absent_not_zero():
                        "(no evidence, not zero)"]  # fmt: skip
     assert link["state"] == "unknown"
     assert "exports no vllm:mooncake_* family" in link["blind"][0]
+
+
+def test_prompt_tokens_by_source_are_read_and_short_prompts_on_decode_are_no_recompute():
+    """The real engine's ``vllm:prompt_tokens_by_source_total`` and block size (128 on the CPU build):
+    three short prompts (43 tokens) computed locally move no whole block, so a decode doing the same
+    is not recomputing anything it should have received."""
+    from telemetry.datapath import PodWindow, decode_recompute
+
+    raw = parse_metrics(text("metrics-1-served.txt"), ts=102.0)
+    assert raw["counters"]["prompt_local_compute"] == 43.0
+    assert raw["counters"]["prompt_local_cache_hit"] == raw["counters"]["prompt_external_kv"] == 0.0
+    assert raw["info"]["block_size"] == "128"
+    served = window("metrics-0-rest.txt", "metrics-1-served.txt")
+    assert served.deltas["prompt_local_compute"] == 43.0
+    assert decode_recompute([PodWindow("decode-0", "decode", served, 128)], 2.0) is None
