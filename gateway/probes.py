@@ -17,7 +17,7 @@ from typing import Any
 from gateway import inprocess
 from gateway.routes import RouteEntry
 
-KINDS = ("smoke", "prefix", "concurrency", "links", "fallback")
+KINDS = ("smoke", "prefix", "concurrency", "links", "fallback", "pd")
 DEFAULTS: dict[str, Any] = {
     "prefix_words": 1500,
     "prefix_requests": 5,
@@ -419,4 +419,8 @@ async def _run(entry: RouteEntry, kinds: list[str], settings: dict[str, Any]) ->
             results.append(await links(entry))
         elif kind == "fallback":
             results.append(await fallback_compare(entry))
+        elif kind == "pd":
+            from gateway.pdcheck import pd
+
+            results.append(ProbeResult("pd", *await pd(entry)))
     return results

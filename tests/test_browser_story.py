@@ -288,7 +288,7 @@ def _story(page, base, operator, cluster, yaml_text, fallback, marks):  # type: 
     # 9. Verify: the run and its result show in the panel.
     page.set_viewport_size(WIDE)
     page.goto(topology_url + "#gateway")
-    for kind in ("prefix", "concurrency", "links", "fallback"):  # the smoke request alone: quick
+    for kind in ("prefix", "concurrency", "links", "fallback", "pd"):  # the smoke request alone: quick
         page.locator(f"#gateway input[name=kinds][value={kind}]").uncheck()
     page.locator("#gateway [data-role=verify]").click()
     _seen(page, "#gateway .probe-run[data-state=passed] [data-role=run-state]", "Passed", timeout=30_000)

@@ -133,9 +133,9 @@ class ProbeRunSerializer(serializers.ModelSerializer[ProbeRun]):
 
 class VerifyRequestSerializer(serializers.Serializer[dict[str, Any]]):
     kinds = serializers.ListField(
-        child=serializers.ChoiceField(choices=["smoke", "prefix", "concurrency", "links", "fallback"]),
+        child=serializers.ChoiceField(choices=["smoke", "prefix", "concurrency", "links", "fallback", "pd"]),
         required=False,
-        max_length=5,
+        max_length=6,
         help_text="Default: all of them.",
     )
     params = serializers.DictField(

@@ -216,6 +216,8 @@ def test_metric_families_tandem_reads_are_the_real_engines(real_vllm, sim_vllm):
     assert sim.pop(info)[1] <= real.pop(info)[1]
     assert {name: real[name] for name in real if sim.get(name) != real[name]} == {}, sim
     assert sorted(set(sim) - set(real)) == []  # the simulated engine exports nothing the real one lacks
+    # the silent-recompute check reads prompt tokens by source (telemetry.datapath)
+    assert real["vllm:prompt_tokens_by_source"] == ("counter", frozenset({"model_name", "engine", "source"}))
     assert reasons(sim_vllm) == reasons(real_vllm) == {"stop", "length", "abort", "error", "repetition"}
 
 

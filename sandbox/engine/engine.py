@@ -154,6 +154,7 @@ class SimEngine:
         seconds = self.cfg.transfer_seconds(tokens * self.cfg.kv_bytes_per_token)
         self.stats.external_hits += tokens
         self.stats.observe_store("get", "success", seconds)
+        seq.store_hits += tokens
         seq.computed += tokens
         seq.cached_tokens += tokens
         seq.extra_seconds += seconds
@@ -174,6 +175,8 @@ class SimEngine:
         peer_name = str(params.get("remote_engine_id") or (peer.name if peer else address))
         started = clock.now()
         self.stats.external_queries += seq.prompt_len
+        if self.faults.take("kv_not_delivered"):
+            return False  # nothing arrives and nothing is counted as failed: the scheduler prefills here
         fault = self.faults.link_fault(peer_name) or (peer.faults.link_fault(self.name) if peer else None)
         link = self.links.get(peer_name)
         if peer is None or peer.crashed:
@@ -217,6 +220,8 @@ class SimEngine:
                 connector_logs.link_built(peer, self)
         if self.family == "llm-datadist" and self.vllm:
             connector_logs.pull(self, peer)
+        if peer.faults.take("kv_expire"):
+            peer.scheduler.expire_now(str(params.get("request_id") or ""))
         held = peer.scheduler.release_held(str(params.get("request_id") or ""))
         if held is None:
             self.stats.failed_recvs += 1
@@ -244,6 +249,7 @@ class SimEngine:
             serve.record_success(elapsed, num_bytes)
         self.stats.observe_transfer(elapsed, num_bytes)
         self.stats.external_hits += seq.prompt_len
+        self.stats.count_prompt_sources(computed=0, cache_hit=0, external=seq.prompt_len)
         if self.cfg.prefix_caching:
             self.cache.insert(seq.hashes)
         return True

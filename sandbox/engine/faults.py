@@ -10,6 +10,11 @@ Body: {"kind": KIND, ...options}. Kinds and options:
 - `non_json`: inference endpoints answer 200 with an HTML body (a proxy error page).
 - `slow` {delay_ms=1000, target="inference"|"metrics"|"all"}: responses are delayed.
 - `crash`: the engine dies (its port closes); the kubelet sees it and restarts the pod.
+- `kv_not_delivered` (on a decode): its KV connector silently delivers nothing: the decode prefills the
+  whole prompt itself (`vllm:prompt_tokens_by_source{source="local_compute"}` rises, `external_kv_transfer`
+  stays flat), no failure is counted and the request succeeds; the prefill's KV waits and expires.
+- `kv_expire` (on a prefill): the KV it holds for decode expires before the decode pulls it
+  (`vllm:nixl_num_kv_expired_reqs` rises here); the decode finds none and prefills again.
 Every kind takes `count` (apply to the next N requests only, then expire) and `probability` (0..1).
 """
 
@@ -19,7 +24,18 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("link_down", "link_slow", "http_5xx", "http_401", "http_429", "non_json", "slow", "crash")
+KINDS = (
+    "link_down",
+    "link_slow",
+    "http_5xx",
+    "http_401",
+    "http_429",
+    "non_json",
+    "slow",
+    "crash",
+    "kv_not_delivered",
+    "kv_expire",
+)
 HTTP_KINDS = ("http_5xx", "http_401", "http_429", "non_json")
 TARGETS = ("inference", "metrics", "all")
 
@@ -144,6 +160,10 @@ class FaultSet:
             if matches and (not consume or self._take(fault)):
                 return fault
         return None
+
+    def take(self, kind: str) -> bool:
+        """Whether a fault of ``kind`` applies to this request (consuming its count)."""
+        return any(f.kind == kind and self._take(f) for f in list(self.faults))
 
     def has(self, kind: str) -> bool:
         return any(f.kind == kind for f in self.faults)

@@ -101,6 +101,7 @@ REQUEST_BUCKETS = (
 XFER_TIME_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0)
 XFER_BYTES_BUCKETS = tuple(float(2**p) for p in range(16, 36, 2))
 FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")  # vLLM 0.32 exports all five
+PROMPT_SOURCES = ("local_compute", "local_cache_hit", "external_kv_transfer")
 
 
 @dataclass
@@ -115,6 +116,9 @@ class EngineStats:
     failed_requests: int = 0
     failed_transfers: int = 0
     failed_recvs: int = 0  # mooncake recvs / nixl notifications / sglang bootstrap failures
+    kv_expired: int = 0  # prefill: held KV that expired before a decode pulled it
+    # prompt tokens by where their KV came from (vLLM's PromptTokenStats.ALL_SOURCES), counted at prefill
+    prompt_sources: dict[str, int] = field(default_factory=lambda: dict.fromkeys(PROMPT_SOURCES, 0))
     finished: dict[str, int] = field(default_factory=lambda: dict.fromkeys(FINISH_REASONS, 0))
     ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
     itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
@@ -136,6 +140,10 @@ class EngineStats:
         if key not in self.store_ops:
             self.store_ops[key] = Histogram(XFER_TIME_BUCKETS)
         self.store_ops[key].observe(seconds)
+
+    def count_prompt_sources(self, *, computed: int, cache_hit: int, external: int) -> None:
+        for source, tokens in zip(PROMPT_SOURCES, (computed, cache_hit, external), strict=True):
+            self.prompt_sources[source] += max(0, tokens)
 
     def count_http(self, handler: str, method: str, status: int) -> None:
         key = (handler, method, f"{status // 100}xx")
@@ -216,6 +224,11 @@ def _render_vllm(model: str, family: str | None, has_store: bool, s: EngineStats
     )
     w.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", [(base, s.prompt_tokens)])
     w.counter(
+        "vllm:prompt_tokens_by_source",
+        "Number of prompt tokens by source.",
+        [({**base, "source": src}, n) for src, n in s.prompt_sources.items()],
+    )
+    w.counter(
         "vllm:generation_tokens", "Number of generation tokens processed.", [(base, s.generation_tokens)]
     )
     w.counter(
@@ -285,6 +298,11 @@ def _render_vllm(model: str, family: str | None, has_store: bool, s: EngineStats
             "vllm:nixl_num_failed_notifications",
             "Number of failed NIXL KV Cache notifications.",
             [(base, s.failed_recvs)],
+        )
+        w.counter(
+            "vllm:nixl_num_kv_expired_reqs",
+            "Number of requests that had their KV expire. NOTE: This metric is tracked on the P instance.",
+            [(base, s.kv_expired)],
         )
     elif family == "mooncake":
         w.histogram(

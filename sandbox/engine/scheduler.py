@@ -49,6 +49,7 @@ class Sequence:
     finished_at: float = 0.0
     finish_reason: str | None = None
     error: str | None = None
+    store_hits: int = 0  # prompt tokens loaded from the Mooncake Store (external, not this engine's cache)
     extra_seconds: float = 0.0  # one-off time added to the next step (loading KV from a store)
     recompute: int = 0  # generated tokens to prefill again after a preemption
     event: asyncio.Event = field(default_factory=asyncio.Event)
@@ -146,6 +147,15 @@ class Scheduler:
                 break
             self.held.popitem(last=False)
             self.held_blocks -= held.blocks
+            self.stats.kv_expired += 1
+
+    def expire_now(self, request_id: str) -> None:
+        """The KV held for ``request_id`` expires at once (an injected fault): counted as expired."""
+        held = self.held.get(request_id)
+        if held is not None:
+            held.expires = clock.now()
+            self.held.move_to_end(request_id, last=False)
+            self.expire_held()
 
     def drop_all_held(self) -> None:
         self.held.clear()
@@ -284,7 +294,7 @@ class Scheduler:
         seq.state = "waiting"
         seq.remote = None  # its pulled KV is gone: recompute locally
         seq.recompute = seq.generated
-        seq.computed = seq.cached_tokens = 0
+        seq.computed = seq.cached_tokens = seq.store_hits = 0
         self.waiting.appendleft(seq)
         self.stats.preemptions += 1
 
@@ -307,7 +317,8 @@ class Scheduler:
             seq.computed = seq.target
             seq.state = "decode"
             self.stats.prefill.observe(now - seq.scheduled_at)
-        elif self.cfg.kv_failure_policy == "recompute":
+        elif self.cfg.kv_failure_policy == "recompute" or seq.error is None:
+            # a failed pull (or, without an error, a connector that silently delivered nothing): prefill here
             self._lookup(seq)
             seq.state = "prefill"
         else:
@@ -321,6 +332,11 @@ class Scheduler:
         self._after_prefill(seq)
         if seq.first_token_at is None:
             self.stats.prefill.observe(now - seq.scheduled_at)
+            self.stats.count_prompt_sources(
+                computed=seq.prompt_len - seq.cached_tokens,
+                cache_hit=seq.cached_tokens - seq.store_hits,
+                external=seq.store_hits,
+            )
         self._emit(seq, now)
         if seq.state != "done":
             seq.state = "decode"

@@ -244,7 +244,9 @@ class SnapshotSerializer(serializers.Serializer):
     ts = serializers.FloatField(help_text="Collection time, unix seconds.")
     interval_s = serializers.FloatField()
     health = serializers.DictField(
-        help_text="{state: healthy|degraded|down|stale|unknown, reasons: [sentence]}"
+        help_text="{state: healthy|degraded|down|stale|unknown, reasons: [sentence], problems (only when "
+        "there are any): [{key: decode_recompute|kv_expired|silent_transfer_failures|transport_fallback, "
+        "name, detail, cost, check, pods: [name]}]}"
     )
     slo = SloSerializer()
     totals = TotalsSerializer(help_text="Topology-wide derived values.")

@@ -274,3 +274,53 @@ def test_the_metrics_never_wait_for_a_slow_probe_whose_result_comes_with_the_nex
     slow = link_of(second, prefill, decode)
     assert slow["probe_ms"] is not None and slow["probe_ms"] >= delay_ms, slow
     assert second["ts"] - slow["observed_at"] < 2 * second["interval_s"], slow  # and it is fresh
+
+
+def send_long(url, model, count):
+    """``count`` completions whose prompts no cache holds (about 300 tokens each); their status codes."""
+
+    def one(i):
+        body = {"model": model, "prompt": f"{uuid.uuid4().hex} item {i} " * 100, "max_tokens": 2}
+        return requests.post(f"{url}/v1/completions", json=body, timeout=30).status_code
+
+    return [one(i) for i in range(count)]
+
+
+def test_a_decode_silently_recomputing_is_named_within_two_intervals_and_fails_the_pd_check(deployed):
+    """Issue repro: the decode's connector delivers nothing, every request still succeeds; the decode's
+    own prompt-token counters by source show it prefilling the prompts itself."""
+    from gateway.pdcheck import judge_pd
+
+    topology, conn, namespace = deployed
+    pods = pods_by_role(conn, topology)
+    url = router_url(conn, namespace)
+    services.telemetry_collect(topology_id=topology.pk)
+    assert set(send_long(url, topology.model_name, 3)) == {200}
+    clean = services.telemetry_collect(topology_id=topology.pk)
+    assert clean is not None and "problems" not in clean["health"], clean["health"]
+    for pod in pods["decode"]:
+        fault = {"kind": "kv_not_delivered"}
+        requests.post(f"{base_url(pod)}/sandbox/faults", json=fault, timeout=5).raise_for_status()
+    try:
+        assert set(send_long(url, topology.model_name, 4)) == {200}  # nothing fails: that is the point
+        snapshots, named = collect_until(
+            topology,
+            lambda s: any(p["key"] == "decode_recompute" for p in s["health"].get("problems", [])),
+            2,
+        )
+    finally:
+        for pod in pods["decode"]:
+            requests.delete(f"{base_url(pod)}/sandbox/faults", timeout=5)
+    assert named, [s["health"] for s in snapshots]
+    health = snapshots[-1]["health"]
+    assert health["state"] == "degraded"
+    reason = next(r for r in health["reasons"] if r.startswith("silent prefill recompute: decode recomputed"))
+    assert "prefill work and TTFT" in reason and "kv_transfer_config" in reason
+    passed, summary, diagnosis = judge_pd(dict(snapshots[-1]), time.time())
+    assert not passed and "silent prefill recompute" in summary, (summary, diagnosis)
+    # the fault cleared: the next interval's traffic travels again and the problem is gone
+    assert set(send_long(url, topology.model_name, 3)) == {200}
+    cleared = services.telemetry_collect(topology_id=topology.pk)
+    assert cleared is not None
+    assert not any(p["key"] == "decode_recompute" for p in cleared["health"].get("problems", [])), cleared
+    assert judge_pd(dict(cleared), time.time())[0] is True
