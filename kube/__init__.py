@@ -22,6 +22,10 @@ Public API (import from ``kube``)::
     delete_object(conn, api_version, kind, namespace, name) -> bool     # False if already gone
     scale(conn, api_version, kind, namespace, name, replicas) -> None   # scale subresource
     update_object(conn, api_version, kind, namespace, name, mutate) -> dict  # 409 → re-read, retry
+        # every write names the field manager "tandem" (kube.labels.FIELD_MANAGER): managedFields tell
+        # Tandem's replica changes from anyone else's
+    replica_owners(conn, namespace, [(api_version, kind, name)]) -> OwnerReadout  # workloads + autoscalers
+    ratio_constraint_set(conn, namespace, policy, numerator=, denominator=, min_ratio=, max_ratio=) -> dict
     list_pods(conn, namespace, label_selector) -> list[PodInfo]
     list_events(conn, namespace, involved_names=None) -> list[EventInfo]
     pod_log_tail(conn, namespace, pod, lines=50, previous=False) -> str
@@ -71,6 +75,7 @@ from kube.errors import (
     KubeUnauthorized,
     KubeUnreachable,
 )
+from kube.owners import OwnerReadout, ratio_constraint_set, replica_owners
 from kube.proxy import (
     SERVING_SCHEME_ANNOTATION,
     ProxyTransport,
@@ -110,6 +115,7 @@ __all__ = [
     "KubeUnauthorized",
     "KubeUnreachable",
     "NodeInfo",
+    "OwnerReadout",
     "PodInfo",
     "ProxyPod",
     "ProxyTransport",
@@ -134,6 +140,8 @@ __all__ = [
     "pod_proxy_get",
     "pod_proxy_post",
     "proxy_transport",
+    "ratio_constraint_set",
+    "replica_owners",
     "request",
     "rules_review",
     "sample_running_pods",

@@ -63,6 +63,7 @@ _BUILTIN: dict[tuple[str, str], tuple[str, bool]] = {
     ("apiextensions.k8s.io/v1", "CustomResourceDefinition"): ("customresourcedefinitions", False),
     ("policy/v1", "PodDisruptionBudget"): ("poddisruptionbudgets", True),
     ("networking.k8s.io/v1", "Ingress"): ("ingresses", True),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): ("horizontalpodautoscalers", True),
 }
 
 # Discovery answers per (cluster id, credential version, apiVersion): {kind: Resource}; refreshed on a miss.
@@ -258,7 +259,7 @@ def delete_object(
 def scale(
     conn: ClusterConnection, api_version: str, kind: str, namespace: str, name: str, replicas: int
 ) -> None:
-    """Set replicas through the ``scale`` subresource."""
+    """Set replicas through the ``scale`` subresource (field manager ``tandem``, as every Tandem write)."""
     if replicas < 0:
         raise KubeInvalid(
             "replicas must be 0 or more", causes=[("spec.replicas", "must be >= 0")], status=None
@@ -268,6 +269,7 @@ def scale(
         conn,
         "PATCH",
         res.object_path(namespace, name) + "/scale",
+        query={"fieldManager": FIELD_MANAGER},
         body={"spec": {"replicas": replicas}},
         content_type="application/merge-patch+json",
         action=f"scale {_describe(kind, namespace, name)} to {replicas}",
@@ -295,7 +297,15 @@ def update_object(
         body = fresh_body()
     except KubeNotFound:
         raise
-    response = request(conn, "PUT", path, body=body, action=f"update {what}", on_conflict=fresh_body)
+    response = request(
+        conn,
+        "PUT",
+        path,
+        query={"fieldManager": FIELD_MANAGER},
+        body=body,
+        action=f"update {what}",
+        on_conflict=fresh_body,
+    )
     result: dict[str, Any] = response.json()
     return result
 

@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import quote
 
 from kube.client import ClusterConnection, request
+from kube.labels import FIELD_MANAGER
 from kube.retry import RetryPolicy
 
 NO_RETRY = RetryPolicy(max_attempts=1)
@@ -226,6 +227,7 @@ def patch_pod_labels(
         conn,
         "PATCH",
         f"/api/v1/namespaces/{quote(namespace, safe='')}/pods/{quote(pod, safe='')}",
+        query={"fieldManager": FIELD_MANAGER},
         body={"metadata": {"labels": labels}},
         content_type="application/merge-patch+json",
         action=f"relabel pod {namespace}/{pod}",

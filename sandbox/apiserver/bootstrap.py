@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from sandbox.apiserver.objects import Api, now_iso
-from sandbox.apiserver.resources import load_crd_documents, resource_type_from_crd
+from sandbox.apiserver.resources import ECOSYSTEM_CRDS_DIR, load_crd_documents, resource_type_from_crd
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 MANAGER = "kube-apiserver"
@@ -27,7 +27,7 @@ def install_crds(api: Api) -> list[str]:
     """Register the CRDs the project carries and store them as CRD objects; returns their names."""
     rt = api.registry.by_key("apiextensions.k8s.io", "customresourcedefinitions")
     names = []
-    for doc in load_crd_documents():
+    for doc in load_crd_documents() + load_crd_documents(ECOSYSTEM_CRDS_DIR):
         api.registry.add(resource_type_from_crd(doc))
         crd: dict[str, Any] = copy.deepcopy(doc)
         crd["status"] = _established(doc)

@@ -16,6 +16,9 @@ import yaml
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 CRDS_DIR = Path(__file__).resolve().parent.parent / "crds"
+# CRDs of other projects a cluster running Kthena often has beside it (KEDA's ScaledObject), written for the
+# sandbox from their published schemas; CRDS_DIR itself holds Kthena's, byte for byte as upstream.
+ECOSYSTEM_CRDS_DIR = CRDS_DIR / "ecosystem"
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,15 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
         categories=("all",),
         status=True,
         scale=ScalePaths(label_selector=None),
+    ),
+    _rt(
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        short_names=("hpa",),
+        categories=("all",),
+        status=True,
     ),
     _rt("rbac.authorization.k8s.io", "v1", "roles", "Role"),
     _rt("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding"),

@@ -68,5 +68,7 @@ def update_scale(
         raise conflict(rt.plural, rt.group, name)
     new = copy.deepcopy(old)
     set_by_path(new, rt.scale.spec_replicas, replicas)
-    api.commit_update(rt, old, new, manager=manager)
+    # managedFields name the writer and the subresource, as a real server's do: `kubectl scale` shows up
+    # as {manager: kubectl, operation: Update, subresource: scale, fieldsV1: {f:spec: {f:replicas: {}}}}
+    api.commit_update(rt, old, new, manager=manager, subresource="scale")
     return get_scale(api, rt, namespace, name)

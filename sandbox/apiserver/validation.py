@@ -17,6 +17,7 @@ from typing import Any
 import jsonschema
 
 from sandbox.apiserver import rbac_validation
+from sandbox.apiserver.autoscaling import hpa_causes
 from sandbox.apiserver.cel import cel_causes
 from sandbox.apiserver.errors import ApiError, invalid
 from sandbox.apiserver.resources import ResourceType
@@ -350,6 +351,8 @@ def _builtin_causes(rt: ResourceType, obj: dict[str, Any]) -> list[Cause]:
             )
         causes += _containers_causes(template.get("spec") or {}, "spec.template.spec")
         return causes
+    if rt.plural == "horizontalpodautoscalers":
+        return hpa_causes(spec)
     headless = spec.get("clusterIP") == "None" or spec.get("type") == "ExternalName"
     if rt.plural == "services" and not spec.get("ports") and not headless:
         return [_cause("FieldValueRequired", "spec.ports", "Required value")]
