@@ -23,9 +23,11 @@ async def _metrics(session: aiohttp.ClientSession, url: str) -> dict[tuple[str, 
     }
 
 
-async def _through_pair(session: aiohttp.ClientSession, prefill: str, decode: str, request_id: str) -> int:
+async def _through_pair(
+    session: aiohttp.ClientSession, prefill: str, decode: str, request_id: str, prompt: str = "hello " * 40
+) -> int:
     """vLLM's P/D protocol by hand: prefill with do_remote_decode, then decode with its kv params."""
-    body = {"model": "sim-model", "prompt": "hello " * 40, "max_tokens": 1}
+    body = {"model": "sim-model", "prompt": prompt, "max_tokens": 1}
     headers = {"X-Request-Id": request_id}
     first = {**body, "kv_transfer_params": {"do_remote_decode": True}}
     async with session.post(f"{prefill}/v1/completions", json=first, headers=headers) as response:
@@ -121,3 +123,38 @@ async def test_mindie_counts_failed_answers():
                 assert r.status == 503
         metrics = await _metrics(session, url)
         assert sum(v for (name, _), v in metrics.items() if name == "request_failed_total") == 2
+
+
+def _by_source(metrics: dict[tuple[str, tuple], float]) -> dict[str, float]:
+    return {
+        dict(labels)["source"]: value
+        for (name, labels), value in metrics.items()
+        if name == "vllm:prompt_tokens_by_source_total"
+    }
+
+
+BASE = (("engine", "0"), ("model_name", "sim-model"))
+
+
+async def test_a_connector_delivering_nothing_and_kv_expiring_show_only_in_the_engines_counters():
+    """kv_not_delivered: the decode prefills the prompt itself and answers 200, no failure counted;
+    kv_expire: the prefill's held KV expires (vllm:nixl_num_kv_expired_reqs on the prefill)."""
+    async with PDStack(env=FAST) as stack, aiohttp.ClientSession() as session:
+        prefill, decode = stack.url("prefill-0-0"), stack.url("decode-0-0")
+        assert await _through_pair(session, prefill, decode, "ok-0") == 200
+        received = _by_source(await _metrics(session, decode))
+        assert received["external_kv_transfer"] > 0 and received["local_compute"] == 0, received
+        fault = {"kind": "kv_not_delivered", "count": 1}
+        assert (await session.post(f"{decode}/sandbox/faults", json=fault)).status == 201
+        assert await _through_pair(session, prefill, decode, "silent-0", "other " * 40) == 200
+        silent = await _metrics(session, decode)
+        assert _by_source(silent)["external_kv_transfer"] == received["external_kv_transfer"]
+        assert _by_source(silent)["local_compute"] >= 40, _by_source(silent)
+        assert silent[("vllm:nixl_num_failed_transfers_total", BASE)] == 0
+        assert (await _metrics(session, prefill))[("vllm:nixl_num_kv_expired_reqs_total", BASE)] == 0
+        fault = {"kind": "kv_expire", "count": 1}
+        assert (await session.post(f"{prefill}/sandbox/faults", json=fault)).status == 201
+        assert (
+            await _through_pair(session, prefill, decode, "late-0", "third " * 40) == 200
+        )  # recomputed on decode
+        assert (await _metrics(session, prefill))[("vllm:nixl_num_kv_expired_reqs_total", BASE)] == 1
