@@ -467,6 +467,7 @@ if not 0 <= TRACES_HEAD_SAMPLE_RATE <= 1:
     raise ConfigError("TRACES_HEAD_SAMPLE_RATE must be a fraction from 0 to 1, e.g. 0.01")
 TRACES_RETENTION_HOURS = env_int("TRACES_RETENTION_HOURS", 72, minimum=1)
 TRACES_KEEP_WINDOW_SECONDS = env_int("TRACES_KEEP_WINDOW_SECONDS", 900, minimum=10)
+TRACES_PENDING_SECONDS = env_int("TRACES_PENDING_SECONDS", 120, minimum=5)
 TRACES_MAX_BODY_BYTES = env_int("TRACES_MAX_BODY_MB", 8, minimum=1) * 1024 * 1024
 CELERY_BEAT_SCHEDULE["traces-prune"] = {
     "task": "traces.tasks.prune_traces",

@@ -1,9 +1,11 @@
 """The gateway's side of tracing: at the end of each request, keep its trace or not (traces.sampling).
 
 Kept requests are buffered in process and written every FLUSH_SECONDS in one transaction off the
-request path (after the gateway's recorder has written their records, so the link is found). A trace
-kept for being slow or failed is also marked in Redis at once, so the engines' spans that arrive
-before the write are stored (a head-kept trace needs no mark: the receiver knows it from its id).
+request path (after the gateway's recorder has written their records, so the link is found), with the
+spans the receiver parked for them while their request ran. A trace kept for being slow or failed is
+marked in Redis at once, so later spans are stored on arrival; the traces not kept are told to the
+receiver in the same batches, so their spans are dropped on arrival (a head-kept trace needs neither:
+the receiver knows it from its id).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from traces.services import GatewayTrace
 logger = logging.getLogger(__name__)
 FLUSH_SECONDS = 2.0
 MAX_BUFFER = 10_000
+MAX_DROPPED = 200_000
 _buffers: dict[int, list[GatewayTrace]] = {}
+_dropped: dict[int, list[str]] = {}  # traces not kept, told to the receiver in batches
 _tasks: dict[int, asyncio.Task[None]] = {}
 _background: set[asyncio.Task[Any]] = set()
 
@@ -43,7 +47,10 @@ def note(outcome: Any, *, endpoint: str, latency_ms: float) -> str:
         slo_tbt_ms=entry.slo_tbt_ms,
         head_rate=settings.TRACES_HEAD_SAMPLE_RATE,
     )
+    loop = asyncio.get_running_loop()
     if not kept:
+        _dropped.setdefault(id(loop), []).append(outcome.trace_id)
+        _ensure(loop)
         return ""
     end = datetime.now(UTC)
     record = GatewayTrace(
@@ -67,18 +74,21 @@ def note(outcome: Any, *, endpoint: str, latency_ms: float) -> str:
         prompt_tokens=outcome.prompt_tokens,
         completion_tokens=outcome.completion_tokens,
     )
-    loop = asyncio.get_running_loop()
     buffer = _buffers.setdefault(id(loop), [])
     if len(buffer) < MAX_BUFFER:
         buffer.append(record)
-    task = _tasks.get(id(loop))
-    if task is None or task.done():
-        _tasks[id(loop)] = loop.create_task(_run(id(loop)))
+    _ensure(loop)
     if kept != "head":
         marking = loop.create_task(sync_to_async(_mark, thread_sensitive=False)(outcome.trace_id))
         _background.add(marking)
         marking.add_done_callback(_background.discard)
     return kept
+
+
+def _ensure(loop: asyncio.AbstractEventLoop) -> None:
+    task = _tasks.get(id(loop))
+    if task is None or task.done():
+        _tasks[id(loop)] = loop.create_task(_run(id(loop)))
 
 
 def _mark(trace_id: str) -> None:
@@ -92,7 +102,7 @@ def _mark(trace_id: str) -> None:
 
 
 async def _run(loop_id: int) -> None:
-    while _buffers.get(loop_id):
+    while _buffers.get(loop_id) or _dropped.get(loop_id):
         await asyncio.sleep(FLUSH_SECONDS)
         await flush(loop_id)
 
@@ -101,15 +111,18 @@ async def flush(loop_id: int | None = None) -> None:
     """Write this loop's kept requests (the gateway's lifespan and tests call it to write them now)."""
     loop_id = id(asyncio.get_running_loop()) if loop_id is None else loop_id
     records, _buffers[loop_id] = _buffers.get(loop_id, []), []
-    if not records:
+    dropped, _dropped[loop_id] = _dropped.get(loop_id, [])[:MAX_DROPPED], []
+    if not records and not dropped:
         return
-    from traces.services import gateway_traces_store
+    from traces.services import decisions_record, gateway_traces_store
 
     def write() -> None:
         from django.db import close_old_connections
 
         close_old_connections()
-        gateway_traces_store(records=records)
+        if records:
+            gateway_traces_store(records=records)
+        decisions_record(kept=[r.trace_id for r in records], dropped=dropped)
 
     try:
         await sync_to_async(write, thread_sensitive=False)()

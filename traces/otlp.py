@@ -20,6 +20,7 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 _HEX = frozenset("0123456789abcdef")
 INSTANCE_KEYS = ("service.instance.id", "k8s.pod.name", "host.name")
+ROLE = "tandem.role"
 
 
 class OtlpError(Exception):
@@ -75,6 +76,14 @@ def _instance(resource: dict[str, Any]) -> str:
     return ""
 
 
+def _role(spans: list[SpanIn], resource: dict[str, Any]) -> None:
+    """The engine's role from its resource (Tandem's manifests set `tandem.role`), kept on its spans."""
+    role = resource.get(ROLE)
+    if role:
+        for span in spans:
+            span.attributes.setdefault(ROLE, str(role))
+
+
 # ---- JSON -----------------------------------------------------------------------------------------
 
 
@@ -122,9 +131,11 @@ def decode_json(body: bytes) -> Decoded:
             raise OtlpError("Each of `resourceSpans` must be an object with `resource` and `scopeSpans`.")
         resource = _json_attributes((group.get("resource") or {}).get("attributes"))
         service, instance = str(resource.get("service.name") or "")[:128], _instance(resource)
+        before = len(out.spans)
         for scope in group.get("scopeSpans") or []:
             for span in (scope or {}).get("spans") or []:
                 _json_span(out, span, service, instance)
+        _role(out.spans[before:], resource)
     return out
 
 
@@ -189,6 +200,7 @@ def decode_protobuf(body: bytes) -> Decoded:
     for group in request.resource_spans:
         resource = {kv.key: _pb_value(kv.value) for kv in group.resource.attributes}
         service, instance = str(resource.get("service.name") or "")[:128], _instance(resource)
+        before = len(out.spans)
         for scope in group.scope_spans:
             for span in scope.spans:
                 trace_id, span_id = span.trace_id.hex(), span.span_id.hex()
@@ -212,6 +224,7 @@ def decode_protobuf(body: bytes) -> Decoded:
                         attributes={kv.key: _pb_value(kv.value) for kv in span.attributes},
                     ),
                 )
+        _role(out.spans[before:], resource)
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -33,7 +33,13 @@ SPAN_COLUMNS = (
 
 
 def kept_key(trace_id: str) -> str:
+    """The gateway's decision on a trace: b"1" kept (slow or failed), b"0" not kept; absent: undecided."""
     return f"{settings.CACHES['default'].get('KEY_PREFIX', 'tandem')}:traces:kept:{trace_id}"
+
+
+def pending_key(trace_id: str) -> str:
+    """Spans of a trace the gateway has not decided on yet (its request still runs), parked a while."""
+    return f"{settings.CACHES['default'].get('KEY_PREFIX', 'tandem')}:traces:pending:{trace_id}"
 
 
 def _when(ns: int) -> datetime:
@@ -43,36 +49,90 @@ def _when(ns: int) -> datetime:
 @dataclass(frozen=True)
 class Received:
     stored: int
+    parked: int  # of traces still undecided: kept in Redis until the gateway's request ends
     dropped: int  # of traces not kept (sampled out): accepted and not stored, as the spec allows
     rejected: int
     problem: str
 
 
-def kept_of(trace_ids: set[str]) -> set[str]:
-    """The traces among these that are kept: head-sampled by id, or marked by the gateway (tail)."""
+def decisions(trace_ids: set[str]) -> tuple[set[str], set[str]]:
+    """(kept, undecided) among these traces: kept when head-sampled by id or marked kept by the
+    gateway (tail); undecided when the gateway has said nothing yet; the rest are not kept."""
     rate = settings.TRACES_HEAD_SAMPLE_RATE
     kept = {t for t in trace_ids if sampling.head_kept(t, rate)}
     rest = [t for t in trace_ids if t not in kept]
+    undecided: set[str] = set()
     if rest:
         from keys import limits
 
         marks: list[bytes | None] = limits.client().mget([kept_key(t) for t in rest])  # type: ignore[assignment]
-        kept.update(t for t, mark in zip(rest, marks, strict=True) if mark is not None)
-    return kept
+        for trace_id, mark in zip(rest, marks, strict=True):
+            if mark == b"1":
+                kept.add(trace_id)
+            elif mark is None:
+                undecided.add(trace_id)
+    return kept, undecided
 
 
 def spans_receive(*, body: bytes, content_type: str) -> Received:
-    """Decode an export request and store the spans of kept traces (one COPY on PostgreSQL).
+    """Decode an export request; store the spans of kept traces (one COPY on PostgreSQL), park those of
+    traces whose gateway request has not ended (one Redis pipeline), drop the rest.
 
     Raises otlp.OtlpError when the body is not an export request."""
     decoded = otlp.decode(body, content_type)
     if not decoded.spans:
-        return Received(0, 0, decoded.rejected, decoded.problem)
-    kept = kept_of({s.trace_id for s in decoded.spans})
+        return Received(0, 0, 0, decoded.rejected, decoded.problem)
+    kept, undecided = decisions({s.trace_id for s in decoded.spans})
     spans = [s for s in decoded.spans if s.trace_id in kept]
     if spans:
         spans_insert(spans)
-    return Received(len(spans), len(decoded.spans) - len(spans), decoded.rejected, decoded.problem)
+    waiting = [s for s in decoded.spans if s.trace_id in undecided]
+    if waiting:
+        _park(waiting)
+    dropped = len(decoded.spans) - len(spans) - len(waiting)
+    return Received(len(spans), len(waiting), dropped, decoded.rejected, decoded.problem)
+
+
+def _park(spans: list[otlp.SpanIn]) -> None:
+    from keys import limits
+
+    pipe = limits.client().pipeline(transaction=False)
+    for span in spans:
+        key = pending_key(span.trace_id)
+        pipe.rpush(key, json.dumps(asdict(span), default=str))
+        pipe.expire(key, settings.TRACES_PENDING_SECONDS)
+    pipe.execute()
+
+
+def _unpark(trace_ids: list[str]) -> list[otlp.SpanIn]:
+    """The parked spans of these traces, taken (each trace's list read and deleted)."""
+    from keys import limits
+
+    pipe = limits.client().pipeline(transaction=True)
+    for trace_id in trace_ids:
+        pipe.lrange(pending_key(trace_id), 0, -1)
+        pipe.delete(pending_key(trace_id))
+    replies = pipe.execute()
+    return [otlp.SpanIn(**json.loads(raw)) for items in replies[::2] for raw in items]
+
+
+def decisions_record(*, kept: list[str], dropped: list[str]) -> int:
+    """Record the gateway's decisions (spans arriving later are stored or dropped on sight) and store
+    the spans parked for kept traces; returns how many parked spans were stored."""
+    from keys import limits
+
+    window = settings.TRACES_KEEP_WINDOW_SECONDS
+    pipe = limits.client().pipeline(transaction=False)
+    for trace_id in kept:
+        pipe.set(kept_key(trace_id), b"1", ex=window)
+    for trace_id in dropped:
+        pipe.set(kept_key(trace_id), b"0", ex=window, nx=True)  # a later request of a trace may keep it
+        pipe.delete(pending_key(trace_id))
+    pipe.execute()
+    parked = _unpark(kept) if kept else []
+    if parked:
+        spans_insert(parked)
+    return len(parked)
 
 
 def _row(span: otlp.SpanIn) -> tuple[Any, ...]:

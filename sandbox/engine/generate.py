@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from sandbox.engine import dialects, toolcalls
+from sandbox.engine import dialects, spans, toolcalls
 from sandbox.engine.engine import SimEngine
 from sandbox.engine.httpbase import engine_of, json_response, read_body, unauthorized
 from sandbox.engine.lengths import natural_length, output_length
@@ -187,6 +187,7 @@ async def _generate(request: web.Request, api: str) -> web.StreamResponse:
         engine.inflight -= 1
         if seq.state != "done":
             engine.scheduler.abort(seq)
+        spans.export_finished(engine, request, seq, body)  # with --otlp-traces-endpoint, as vLLM
         engine.maybe_log_stats()
 
 

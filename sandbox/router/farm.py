@@ -98,9 +98,12 @@ def _output_tokens(response: web.StreamResponse) -> int:
 
 
 def _forwarded(request: web.Request) -> dict[str, str]:
-    """Headers relayed to the engines: the client's credentials (engines may run with `--api-key`)."""
-    auth = request.headers.get("Authorization")
-    return {"Authorization": auth} if auth else {}
+    """Headers relayed to the engines: the client's credentials (engines may run with `--api-key`) and
+    its W3C trace context (the router exports no spans of its own: the engines' parent is the caller's)."""
+    return {name: request.headers[name] for name in FORWARDED if name in request.headers}
+
+
+FORWARDED = ("Authorization", "traceparent", "tracestate")
 
 
 class RouterFarm:
