@@ -39,6 +39,20 @@ class PlannerConfig(models.Model):
     ticking_until = models.DateTimeField(
         null=True, blank=True, help_text="A tick is under way until then (its lease; a crashed tick's ends)."
     )
+    # One owner of the replica counts (rebalancing.owners): auto mode pauses when another controller or
+    # a person changes them, and says who and what to do; setting the planner to auto again resumes it.
+    paused_reason = models.TextField(
+        blank=True, help_text="Why auto mode is paused (another owner of the replicas); empty when not."
+    )
+    paused_at = models.DateTimeField(null=True, blank=True)
+    other_owners = models.JSONField(
+        default=list, blank=True, help_text="Other owners of the replicas the last check found."
+    )
+    replicas_seen = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The replica fields at the last check: {workload: {field: value}}.",
+    )
     updated = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -52,6 +66,7 @@ class Outcome(models.TextChoices):
     SUCCEEDED = "succeeded", "Move succeeded"
     FAILED = "failed", "Move failed"
     REFUSED = "refused", "Refused"
+    PAUSED = "paused", "Auto paused (another owner of the replicas)"
 
 
 class Decision(models.Model):

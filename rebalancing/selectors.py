@@ -188,5 +188,11 @@ def topology_panel_context(topology: Any, request: Any = None) -> dict[str, Any]
             "can_write": user_has_role(user, Role.OPERATOR),
             "whatif_url": reverse("rebalancing:whatif", args=[topology.pk]),
             "modes": PlannerMode.choices,
+            "owners_blocking": [o for o in config.other_owners or [] if o.get("blocking")],
+            "owners_notes": [o for o in config.other_owners or [] if not o.get("blocking")],
+            # the bounds as the hand-over to Kthena writes them (its ratioConstraint's quantities)
+            "handoff_ratio": f"{config.min_ratio:g}–{config.max_ratio:g}"
+            if config.min_ratio is not None and config.max_ratio is not None
+            else "",
         }
     }

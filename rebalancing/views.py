@@ -106,6 +106,28 @@ def planner_set(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_POST
 @role_required(Role.OPERATOR)
+def planner_handoff(request: HttpRequest, pk: int) -> HttpResponse:
+    """Hand the P:D bounds to the Kthena AutoscalingPolicy that scales the roles; Tandem stays advisory."""
+    topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
+    policy = request.POST.get("policy", "").strip()
+    try:
+        services.planner_handoff(
+            topology=topology, policy=policy, actor=request.user, source_ip=client_ip(request)
+        )
+    except DomainError as error:
+        return _refused(request, pk, "planner", "Not handed over", error)
+    answer(
+        request,
+        "rebalancing",
+        messages.SUCCESS,
+        f"Kthena's AutoscalingPolicy {policy} now keeps the P:D ratio within the planner's bounds; the "
+        "planner is advisory.",
+    )
+    return _back(pk)
+
+
+@require_POST
+@role_required(Role.OPERATOR)
 def ratio_set(request: HttpRequest, pk: int) -> HttpResponse:
     topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
     prefill, decode = _int(request.POST.get("prefill")), _int(request.POST.get("decode"))

@@ -16,6 +16,7 @@ from controlplane.client_ip import client_ip
 from rebalancing import selectors, services, whatif
 from rebalancing.api.serializers import (
     DecisionSerializer,
+    HandoffInputSerializer,
     PlannerSerializer,
     RatioInputSerializer,
     RebalanceSerializer,
@@ -101,6 +102,26 @@ class TopologyPlanner(_OnTopology):
             params=data.validated_data.get("params"),
             min_ratio=data.validated_data.get("min_ratio"),
             max_ratio=data.validated_data.get("max_ratio"),
+            actor=request.user,
+            source_ip=client_ip(request),
+        )
+        return Response(PlannerSerializer(config).data)
+
+
+@extend_schema(request=HandoffInputSerializer, responses={200: PlannerSerializer})
+class TopologyPlannerHandoff(_OnTopology):
+    serializer_class = HandoffInputSerializer  # type: ignore[assignment]
+    """Hand the planner's P:D bounds to the Kthena AutoscalingPolicy that scales both roles: Tandem writes
+    them as its disaggregatedTarget.ratioConstraint (prefill over decode) and stays advisory, so Kthena alone
+    sets the replica counts. 400 without both bounds or with a policy not found scaling the roles."""
+
+    def post(self, request: Request, pk: int) -> Response:
+        topology = self.topology(pk)
+        data = HandoffInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        config = services.planner_handoff(
+            topology=topology,
+            policy=data.validated_data["policy"],
             actor=request.user,
             source_ip=client_ip(request),
         )

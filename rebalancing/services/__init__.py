@@ -3,6 +3,7 @@ an in-place switch; ``steps``: every rebalance's row, step log and end; ``planne
 tick)."""
 
 from rebalancing.services.inplace import instance_role_assign, rebalance_in_place_run
+from rebalancing.services.owners import planner_handoff
 from rebalancing.services.planner import clean_params, planner_config_set, planner_tick, planner_tick_all
 from rebalancing.services.rebalances import rebalance_advance, rebalance_ratio_start, rebalance_switch_start
 
@@ -10,6 +11,7 @@ __all__ = [
     "clean_params",
     "instance_role_assign",
     "planner_config_set",
+    "planner_handoff",
     "planner_tick",
     "planner_tick_all",
     "rebalance_advance",

@@ -26,6 +26,7 @@ from rebalancing.models import (
 )
 from rebalancing.services.inplace import is_in_place, switches_of
 from rebalancing.services.overrides import overrides_refresh
+from rebalancing.services.owners import owners_start_check, owners_tick
 from rebalancing.services.rebalances import rebalance_advance, rebalance_ratio_start
 from rebalancing.services.staging import (
     STATE_KEY,
@@ -93,7 +94,6 @@ def clean_params(raw: Any) -> dict[str, Any]:
     return out
 
 
-@transaction.atomic
 def planner_config_set(
     *,
     topology: Any,
@@ -104,7 +104,28 @@ def planner_config_set(
     actor: Any,
     source_ip: str | None,
 ) -> PlannerConfig:
-    """Set the planner's mode (off / advisory / auto), parameters and ratio constraint."""
+    """Set the planner's mode (off / advisory / auto), parameters and ratio constraint. Auto mode starts (or
+    resumes after a pause) only when nothing else owns the replica counts (``rebalancing.owners``): otherwise
+    a Conflict names the other owner and what to do."""
+    _settings_problem(mode, min_ratio, max_ratio)
+    clean_params(params)
+    current = selectors.planner_config(topology)
+    start = None
+    if mode == PlannerMode.AUTO and (current.mode != PlannerMode.AUTO or current.paused_reason):
+        start = owners_start_check(topology=topology, actor=actor, source_ip=source_ip)
+    return _config_save(
+        topology=topology,
+        mode=mode,
+        params=params,
+        min_ratio=min_ratio,
+        max_ratio=max_ratio,
+        actor=actor,
+        source_ip=source_ip,
+        start=start,
+    )
+
+
+def _settings_problem(mode: str, min_ratio: float | None, max_ratio: float | None) -> None:
     if mode not in PlannerMode.values:
         raise DomainError(
             f"unknown planner mode {mode!r}", fields={"mode": [f"use one of {PlannerMode.values}"]}
@@ -118,8 +139,26 @@ def planner_config_set(
         raise DomainError(
             "minRatio is above maxRatio", fields={"min_ratio": ["make min_ratio at most max_ratio"]}
         )
+
+
+@transaction.atomic
+def _config_save(
+    *,
+    topology: Any,
+    mode: str,
+    params: dict[str, Any] | None,
+    min_ratio: float | None,
+    max_ratio: float | None,
+    actor: Any,
+    source_ip: str | None,
+    start: tuple[Any, dict[str, Any]] | None,
+) -> PlannerConfig:
     cleaned = clean_params(params)
     config, _ = PlannerConfig.objects.select_for_update().get_or_create(topology=topology)
+    if start is not None:  # auto starts or resumes: what the check found, and the replicas as they are now
+        config.other_owners, config.replicas_seen = start[0].as_list(), start[1]
+    if start is not None or mode != PlannerMode.AUTO:
+        config.paused_reason, config.paused_at = "", None
     changed_mode = config.mode != mode
     config.mode = mode
     config.params = cleaned
@@ -189,8 +228,11 @@ def _tick(locked: PlannerConfig, now: float | None) -> Decision | None:
     verdict, state = policy.decide(obs, params, limits, state)
     outcome: str = Outcome.HELD
     detail, rebalance = "", None
+    held = owners_tick(config=locked)  # another owner of the replicas: auto pauses (acts as advisory)
     if (verdict.acts or verdict.prepares) and locked.mode == PlannerMode.ADVISORY:
         outcome, detail = Outcome.ADVISED, "advisory mode: recorded, not acted on"
+    elif (verdict.acts or verdict.prepares) and held:
+        outcome, detail = Outcome.ADVISED, f"auto paused, not acted on: {held}"
     elif verdict.prepares:
         outcome, detail, staged, state = _prepare(topology, verdict, staged, state)
     elif verdict.acts:

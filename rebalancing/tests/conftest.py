@@ -9,12 +9,31 @@ import uuid
 import pytest
 from django.utils import timezone
 
+NOWHERE = "http://127.0.0.1:9"  # the unit tests' cluster: nothing listens there
+
 
 @pytest.fixture
 def cluster(db):
     from clusters.models import Cluster
 
-    return Cluster.objects.create(name="lab", auth_method="token", server="http://127.0.0.1:9")
+    return Cluster.objects.create(name="lab", auth_method="token", server=NOWHERE)
+
+
+@pytest.fixture(autouse=True)
+def nothing_else_scales_nowhere(monkeypatch):
+    """The planner asks the cluster who else sets the replicas before auto starts and on every tick. The unit
+    tests' cluster has no API server; for it, the edge answers as an empty namespace would (no workload live,
+    no autoscaler). Sandbox clusters are asked for real."""
+    import kube
+
+    real = kube.replica_owners
+
+    def replica_owners(conn, namespace, workloads):
+        if conn.server == NOWHERE:
+            return kube.OwnerReadout(workloads={key: None for key in workloads}, autoscalers=[])
+        return real(conn, namespace, workloads)
+
+    monkeypatch.setattr(kube, "replica_owners", replica_owners)
 
 
 def _spec(

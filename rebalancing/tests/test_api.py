@@ -97,6 +97,19 @@ def test_planner_mode_and_parameters_round_trip_and_are_validated(as_operator, m
     assert inverted.status_code == 400 and "min_ratio" in inverted.json()["error"]["fields"]
 
 
+def test_planner_state_says_whether_auto_is_paused_and_the_handoff_needs_both_bounds(
+    as_operator, make_topology
+):
+    topology = make_topology()
+    url = f"/api/v1/topologies/{topology.pk}/planner/"
+    started = as_operator.put(url, {"mode": "auto"}, format="json").json()
+    assert started["paused_reason"] == "" and started["other_owners"] == [] and started["paused_at"] is None
+    handoff = as_operator.post(url + "handoff/", {"policy": "llama-pd"}, format="json")
+    assert handoff.status_code == 400
+    fields = handoff.json()["error"]["fields"]
+    assert set(fields) == {"min_ratio", "max_ratio"} and "both bounds" in fields["min_ratio"][0]
+
+
 def test_viewers_read_decisions_but_cannot_rebalance(as_viewer, make_topology):
     topology = make_topology()
     Decision.objects.create(

@@ -207,3 +207,98 @@ def test_a_staged_move_is_shown_on_the_time_axis_with_its_explanation(page, clus
             page.screenshot(path=str(SHOTS / "rebalancing-staged.png"), full_page=True)
     finally:
         cache.forget(topology.pk)
+
+
+def test_a_paused_auto_planner_names_the_other_owners_and_what_to_do(page, make_topology, operator):
+    from django.utils import timezone
+
+    from rebalancing.models import PlannerConfig
+
+    topology = make_topology(budget=4)
+    kubectl = (
+        "kubectl changed ModelServing default/llama spec.replicas 1 → 2 (prefill 1 → 2; decode 1 → 2; Update "
+        "via /scale at 2026-12-03T11:02:11Z)"
+    )
+    remedy = (
+        "set the split in Tandem instead (Set the ratio), stop whatever keeps scaling it, then set the "
+        "planner to auto again to resume"
+    )
+    others = [
+        {
+            "kind": "field_manager",
+            "name": "kubectl",
+            "roles": ["prefill", "decode"],
+            "message": kubectl,
+            "remedy": remedy,
+            "blocking": True,
+            "handoff": "",
+            "change": {"prefill": [1, 2], "decode": [1, 2]},
+        },
+        {
+            "kind": "kthena_policy",
+            "name": "AutoscalingPolicy default/llama-pd",
+            "roles": ["prefill", "decode"],
+            "message": "Kthena AutoscalingPolicy default/llama-pd scales the prefill and decode replicas "
+            "(ModelServing default/llama)",
+            "remedy": "hand Tandem's ratio bounds to its ratioConstraint (Hand over to Kthena: Tandem writes "
+            "minRatio/maxRatio there and stays advisory), or delete the policy",
+            "blocking": True,
+            "handoff": "llama-pd",
+            "change": {},
+        },
+        {
+            "kind": "argocd",
+            "name": "Argo CD Application llama-app",
+            "roles": ["prefill", "decode"],
+            "message": "Argo CD Application llama-app manages ModelServing default/llama "
+            "(argocd.argoproj.io/tracking-id), but not its replica fields",
+            "remedy": "a sync that sets them again would pause auto mode",
+            "blocking": False,
+            "handoff": "",
+            "change": {},
+        },
+    ]
+    reason = "; ".join(f"{o['message']}: {o['remedy']}" for o in others if o["blocking"])
+    PlannerConfig.objects.create(
+        topology=topology,
+        mode=PlannerMode.AUTO,
+        min_ratio=0.5,
+        max_ratio=2,
+        paused_reason=reason,
+        paused_at=timezone.now(),
+        other_owners=others,
+    )
+    Decision.objects.create(
+        topology=topology,
+        mode=PlannerMode.AUTO,
+        rule="other_owner",
+        action="pause",
+        from_prefill=1,
+        from_decode=1,
+        to_prefill=1,
+        to_decode=1,
+        explanation=f"auto paused: {reason}",
+        outcome=Outcome.PAUSED,
+        outcome_detail="another owner of the replicas: kubectl, AutoscalingPolicy default/llama-pd",
+    )
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": 1440, "height": 1100})
+    with uvicorn_server(subprocess_env()) as base:
+        _login(page, base, operator)
+        page.goto(f"{base}/topologies/{topology.pk}/")
+        paused = page.locator('#rebalancing [data-owners="paused"]')
+        text = paused.inner_text()
+        assert text.startswith("Auto mode paused at ") and kubectl in text and remedy in text, text
+        assert page.locator("#rebalancing [data-planner-mode]").inner_text() == "Auto (act): paused"
+        assert page.locator('#rebalancing [data-owners="notes"] li[data-owner="argocd"]').count() == 1
+        handoff = paused.locator('form[data-form="handoff"] button')
+        assert "write P:D 0.5–2 into llama-pd's ratioConstraint" in handoff.inner_text()
+        assert handoff.is_enabled()
+        row = page.locator('#rebalancing tr[data-rule="other_owner"]')
+        assert "Auto paused (another owner of the replicas)" in row.inner_text()
+        assert "1P/1D → 1P/1D" not in row.inner_text()
+        panel = page.locator("#rebalancing")
+        for width in (1440, 390):  # the same page, reflowed to a phone's width
+            page.set_viewport_size({"width": width, "height": 1100})
+            panel.scroll_into_view_if_needed()
+            panel.screenshot(path=str(SHOTS / f"rebalancing-paused-{width}.png"))

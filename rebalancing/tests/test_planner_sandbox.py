@@ -135,3 +135,127 @@ def test_auto_planner_follows_prompt_then_generation_heavy_load(sandbox_topology
     assert {r.state for r in Rebalance.objects.filter(topology=topology)} <= {"succeeded", "running"}
     [report] = reports
     assert report.failed == 0, report.errors
+
+
+def test_auto_mode_is_the_one_owner_of_the_replicas(sandbox_topology, operator, gpu_sandbox):
+    """An HPA on the ModelServing refuses auto mode with what to do; once it is gone auto starts, and a
+    `kubectl scale` while it runs pauses it, naming kubectl and the change (the sandbox keeps managedFields
+    as a real API server does: the manager from kubectl's User-Agent, the scale subresource)."""
+    from audit.models import AuditEvent
+    from controlplane.api.errors import Conflict
+    from rebalancing.api.serializers import PlannerSerializer
+    from rebalancing.services import planner_handoff, planner_tick
+
+    topology = sandbox_topology(budget=4, replicas=(1, 1))
+    assert deploy_now(topology, operator).state == State.SUCCEEDED
+    ns, name = topology.namespace, topology.spec["name"]
+    hpa = {
+        "apiVersion": "autoscaling/v2",
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": f"{name}-hpa", "namespace": ns},
+        "spec": {
+            "scaleTargetRef": {
+                "apiVersion": "workload.serving.volcano.sh/v1alpha1",
+                "kind": "ModelServing",
+                "name": name,
+            },
+            "minReplicas": 1,
+            "maxReplicas": 3,
+        },
+    }
+    created = gpu_sandbox.kubectl("create", "-f", "-", input=json.dumps(hpa))
+    assert created.returncode == 0, created.stderr
+
+    def auto():
+        return planner_config_set(
+            topology=topology,
+            mode=PlannerMode.AUTO,
+            params={},
+            min_ratio=None,
+            max_ratio=None,
+            actor=operator,
+            source_ip=None,
+        )
+
+    with pytest.raises(Conflict) as refused:
+        auto()
+    assert refused.value.message == (
+        f"auto mode not started: HPA {ns}/{name}-hpa scales the prefill and decode replicas (ModelServing "
+        f"{ns}/{name}, 1–3): remove it (kubectl delete hpa -n {ns} {name}-hpa) or switch Tandem to advisory"
+    )
+    assert AuditEvent.objects.filter(action="topology.planner_refused", target_id=str(topology.pk)).exists()
+
+    assert gpu_sandbox.kubectl("delete", "hpa", "-n", ns, f"{name}-hpa").returncode == 0
+    config = auto()
+    assert config.mode == PlannerMode.AUTO and not config.paused_reason
+    planner_tick(config=config)  # Tandem's own state of the replicas: nothing to say
+    config.refresh_from_db()
+    assert not config.paused_reason
+
+    scaled = gpu_sandbox.kubectl("scale", f"modelserving/{name}", "-n", ns, "--replicas=2")
+    assert scaled.returncode == 0, scaled.stderr
+    planner_tick(config=config)
+    config.refresh_from_db()
+    assert config.paused_reason.startswith(
+        f"kubectl changed ModelServing {ns}/{name} spec.replicas 1 → 2 (prefill 1 → 2; decode 1 → 2; "
+        "Update via /scale at "
+    ), config.paused_reason
+    pause = Decision.objects.get(topology=topology, rule="other_owner")
+    assert pause.outcome == Outcome.PAUSED and pause.explanation == f"auto paused: {config.paused_reason}"
+    assert AuditEvent.objects.filter(action="topology.planner_paused", target_id=str(topology.pk)).exists()
+    shown = PlannerSerializer(config).data
+    assert shown["paused_reason"] == config.paused_reason
+    assert shown["other_owners"][0]["name"] == "kubectl"
+    assert shown["other_owners"][0]["change"] == {"prefill": [1, 2], "decode": [1, 2]}
+    # paused, the planner acts as advisory: another tick adds no second pause and starts nothing
+    planner_tick(config=config)
+    assert Decision.objects.filter(topology=topology, rule="other_owner").count() == 1
+    assert not Rebalance.objects.filter(topology=topology).exists()
+
+    # A Kthena AutoscalingPolicy scaling both roles: resuming is refused, and the bounds can be handed to it
+    policy = {
+        "apiVersion": "workload.serving.volcano.sh/v1alpha1",
+        "kind": "AutoscalingPolicy",
+        "metadata": {"name": f"{name}-pd", "namespace": ns},
+        "spec": {
+            "metrics": [{"name": "rps", "targetValue": "1"}],
+            "disaggregatedTarget": {
+                "targetRef": {"kind": "ModelServing", "name": name},
+                "roles": {
+                    "prefill": {"minReplicas": 1, "maxReplicas": 2},
+                    "decode": {"minReplicas": 1, "maxReplicas": 3},
+                },
+            },
+        },
+    }
+    created = gpu_sandbox.kubectl("create", "-f", "-", input=json.dumps(policy))
+    assert created.returncode == 0, created.stderr
+    with pytest.raises(Conflict) as refused:
+        auto()
+    assert (
+        f"Kthena AutoscalingPolicy {ns}/{name}-pd scales the prefill and decode replicas"
+        in refused.value.message
+    )
+    config.refresh_from_db()
+    assert [o["handoff"] for o in config.other_owners] == [f"{name}-pd"]
+    planner_config_set(
+        topology=topology,
+        mode=PlannerMode.ADVISORY,
+        params={},
+        min_ratio=0.5,
+        max_ratio=2,
+        actor=operator,
+        source_ip=None,
+    )
+    handed = planner_handoff(topology=topology, policy=f"{name}-pd", actor=operator, source_ip=None)
+    assert handed.mode == PlannerMode.ADVISORY
+    live = json.loads(
+        gpu_sandbox.kubectl("get", "autoscalingpolicy", f"{name}-pd", "-n", ns, "-o", "json").stdout
+    )
+    assert live["spec"]["disaggregatedTarget"]["ratioConstraint"] == {
+        "numeratorRole": "prefill",
+        "denominatorRole": "decode",
+        "minRatio": "0.5",
+        "maxRatio": "2",
+    }
+    assert AuditEvent.objects.filter(action="topology.planner_handoff", target_id=str(topology.pk)).exists()
