@@ -29,6 +29,8 @@ ENGINE_CONNECTORS: dict[str, tuple[str, ...]] = {
 # Flags Tandem renders itself from the spec; setting them in extra_args would contradict it.
 MANAGED_FLAGS = (
     "--kv-transfer-config",
+    "--otlp-traces-endpoint",
+    "--collect-detailed-traces",
     "--port",
     "--host",
     "--served-model-name",
@@ -127,6 +129,23 @@ class SloSpec:
     tbt_ms: int | None = 50
 
 
+TRACING_MODES = ("off", "on", "detailed")
+
+
+@dataclass(frozen=True)
+class TracingSpec:
+    """Per-request traces from the engines (vLLM's --otlp-traces-endpoint) to Tandem's /v1/traces.
+
+    on: each request's `llm_request` span; detailed: also vLLM's model and worker spans
+    (--collect-detailed-traces all: costly). `endpoint` is Tandem's OTLP URL as the pods reach it;
+    `headers_secret` the Secret (name/key) holding OTEL_EXPORTER_OTLP_TRACES_HEADERS, e.g.
+    `Authorization=Bearer%20tdm_i_...` with a key of the telemetry purpose."""
+
+    mode: str = "off"
+    endpoint: str = ""
+    headers_secret: str = ""
+
+
 @dataclass(frozen=True)
 class Bounds:
     min: int
@@ -156,6 +175,7 @@ class TopologySpec:
     routing: RoutingSpec
     slo: SloSpec
     rebalancing: RebalancingSpec
+    tracing: TracingSpec = TracingSpec()
 
     def role(self, name: str) -> RoleSpec:
         return self.prefill if name == "prefill" else self.decode

@@ -21,6 +21,7 @@ from topologies.spec import (
     NAME_MAX,
     RESOURCE_NAME,
     SECRET_REF,
+    TRACING_MODES,
     Bounds,
     CacheDesc,
     ConnectorSpec,
@@ -30,6 +31,7 @@ from topologies.spec import (
     SloSpec,
     SpecError,
     TopologySpec,
+    TracingSpec,
 )
 from topologies.spec_overlay import check as overlay_check
 from topologies.spec_values import (
@@ -285,6 +287,7 @@ class SpecParser:
             tbt_ms=self.unset_or_integer(slo_raw, "tbt_ms", "slo.tbt_ms", 50, lo=1, hi=60000),
         )
         rebalancing = self.parse_rebalancing(self.section(d, "rebalancing", "rebalancing"), prefill, decode)
+        tracing = self.parse_tracing(self.section(d, "tracing", "tracing"))
         self.cross_checks(engine, backend, connector, prefill, decode)
         if self.errors:
             raise SpecError(self.errors)
@@ -303,7 +306,24 @@ class SpecParser:
             routing=routing,
             slo=slo,
             rebalancing=rebalancing,
+            tracing=tracing,
         )
+
+    def parse_tracing(self, raw: dict[str, Any]) -> TracingSpec:
+        mode = self.choice(raw, "mode", "tracing.mode", TRACING_MODES, "off")
+        endpoint = self.text(raw, "endpoint", "tracing.endpoint", "")
+        secret = self.text(raw, "headers_secret", "tracing.headers_secret", "")
+        if endpoint and not endpoint.startswith(("http://", "https://")):
+            self.err("tracing.endpoint", "must be an http(s) URL, e.g. https://tandem.example.com/v1/traces")
+        if mode != "off" and not endpoint:
+            self.err(
+                "tracing.endpoint",
+                "is required when tracing is on: Tandem's OTLP URL as the pods reach it, "
+                "e.g. https://tandem.example.com/v1/traces",
+            )
+        if secret and secret.count("/") != 1:
+            self.err("tracing.headers_secret", "must be <secret-name>/<key>, e.g. tandem-traces/headers")
+        return TracingSpec(mode=mode, endpoint=endpoint, headers_secret=secret)
 
     def unset_or_integer(
         self, src: dict[str, Any], key: str, path: str, default: int, *, lo: int, hi: int

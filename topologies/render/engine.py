@@ -116,7 +116,45 @@ def _vllm_args(spec: TopologySpec, role: str) -> list[str]:
     config = kv_transfer_config(spec, role)
     if config is not None:
         args += ["--kv-transfer-config", json.dumps(config, separators=(",", ":"))]
+    return args + tracing_args(spec)
+
+
+def traced(spec: TopologySpec) -> bool:
+    """Whether the engines send their spans to Tandem: vLLM (and vllm-ascend) take an OTLP endpoint;
+    SGLang and MindIE are not given one (docs/traces.md says what they offer)."""
+    return spec.tracing.mode != "off" and spec.engine in ("vllm", "vllm-ascend")
+
+
+def tracing_args(spec: TopologySpec) -> list[str]:
+    """vLLM's `--otlp-traces-endpoint` (its `llm_request` span per request) and, for `detailed`,
+    `--collect-detailed-traces all` (its model and worker spans too; costly)."""
+    if not traced(spec):
+        return []
+    args = ["--otlp-traces-endpoint", spec.tracing.endpoint]
+    if spec.tracing.mode == "detailed":
+        args += ["--collect-detailed-traces", "all"]
     return args
+
+
+def tracing_env(spec: TopologySpec, role: str) -> list[dict[str, Any]]:
+    """The OpenTelemetry SDK's settings: OTLP over HTTP/protobuf (vLLM's default is gRPC, which Tandem
+    does not serve), the span's service and instance (the pod's name) and role, the key's header."""
+    if not traced(spec):
+        return []
+    env = [
+        _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"),
+        _env("OTEL_SERVICE_NAME", f"{spec.name}-{role}"),
+        _env("OTEL_RESOURCE_ATTRIBUTES", f"service.instance.id=$({ENGINE_ID_ENV}),tandem.role={role}"),
+    ]
+    if spec.tracing.headers_secret:
+        name, _, key = spec.tracing.headers_secret.partition("/")
+        env.append(
+            {
+                "name": "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+                "valueFrom": {"secretKeyRef": {"name": name, "key": key}},
+            }
+        )
+    return env
 
 
 def sglang_role_switch(spec: TopologySpec) -> bool:
@@ -240,6 +278,7 @@ def container_env(spec: TopologySpec, role: str) -> list[dict[str, Any]]:
             _field_env("MIES_CONTAINER_MANAGEMENT_IP", "status.podIP"),
         ]
     env += _connector_env(spec, role)
+    env += tracing_env(spec, role)
     env += [_user_env(k, v) for k, v in spec.role(role).env.items()]
     return env
 
