@@ -1,18 +1,23 @@
 """One topology on real vLLM pods, driven through every path Tandem uses: the product's deploy, the
-gateway through the discovered router, the verification probes, metrics by the API server's proxy and
-by a real Prometheus, link health, drift, and a failed deploy diagnosed from the real engine's own
-error and rolled back while the previous revision keeps serving."""
+gateway through the discovered router, a real KV transfer between the pair (vLLM's ExampleConnector),
+the verification probes, metrics by the API server's proxy and by a real Prometheus, link health,
+drift, and a failed deploy diagnosed from the real engine's own error and rolled back while the
+previous revision keeps serving. One pair of real engines for all of it: each start takes both cores
+for a minute."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import uuid
 
 import pytest
+import requests
 
 from deployments.models import State
 from deployments.tests.sandbox_helpers import deploy_now, ready_pods
 from realengine.engine import CONTEXT
+from telemetry.parse import parse_metrics
 from telemetry.testing import collect_intervals
 
 pytestmark = pytest.mark.real_engine
@@ -42,6 +47,36 @@ def _serve(topology_id: int, text: str) -> object:
 
     entry = next(e for e in load_table("real").entries() if e.topology_id == topology_id)
     return asyncio.run(inprocess.chat(entry, [{"role": "user", "content": text}], max_tokens=4))
+
+
+def _pulled(metrics: str) -> float:
+    """The decode engine's prompt tokens received through the KV connector, from its own counter."""
+    found = re.search(
+        r'prompt_tokens_by_source_total\{[^}]*source="external_kv_transfer"[^}]*\} (\S+)', metrics
+    )
+    return float(found[1]) if found else 0.0
+
+
+def _kv_passes_through_the_real_connector(real_sandbox, router: str, topology, namespace: str, pods) -> None:
+    """A real KV transfer (vLLM's ExampleConnector) between the prefill and the decode pod, through the
+    router: the decode engine counts the prompt as received, not computed, and says so in its own log."""
+    decode = pods["decode"]
+    log = real_sandbox.kubectl("logs", "-n", namespace, decode.name).stdout
+    assert f"Starting vLLM server on http://{decode.ip}:" in log  # the real engine's own log, via pods/log
+    assert "ExampleConnector" in log
+    metrics_url = f"http://{decode.ip}:{decode.container_ports[0]}/metrics"
+    before = requests.get(metrics_url, timeout=10).text
+    prompt = " ".join(["the cache of prefill and decode"] * 60)  # 300 tokens: two whole KV blocks
+    answer = requests.post(
+        f"{router}/v1/completions",
+        json={"model": topology.model_name, "prompt": prompt, "max_tokens": 4},
+        timeout=120,
+    )
+    assert answer.status_code == 200, answer.text
+    after = requests.get(metrics_url, timeout=10).text
+    assert _pulled(after) - _pulled(before) >= 128, "the decode pod computed the prompt itself"
+    assert parse_metrics(after, ts=1.0)["counters"]["ext_hits"] > 0
+    assert "External Cache Hit!" in real_sandbox.kubectl("logs", "-n", namespace, decode.name).stdout
 
 
 def test_a_topology_on_real_vllm_pods_through_every_path(
@@ -75,6 +110,8 @@ def test_a_topology_on_real_vllm_pods_through_every_path(
     assert Route.objects.get(topology=topology).discovered_url.startswith("http://127.")
     answer = _serve(topology.pk, "hello through the gateway")
     assert answer.status == 200 and answer.backend == "cluster" and answer.text, answer
+    router = Route.objects.get(topology=topology).discovered_url
+    _kv_passes_through_the_real_connector(real_sandbox, router, topology, namespace, pods)
 
     # Metrics through the API server's pods proxy: every pod read, the real pair's link up.
     cluster = cluster_set_metrics_source(cluster=cluster, metrics_source="proxy")
@@ -83,8 +120,13 @@ def test_a_topology_on_real_vllm_pods_through_every_path(
     for pod in pods.values():
         row = rows[pod.name]  # type: ignore[attr-defined]
         assert not row["stale"] and row["error"] is None and row["kv_usage"] is not None, row
+        assert row["engine"] == "vllm" and row["running"] is not None and row["prompt_tps"] is not None, row
+    assert snapshot["health"]["state"] != "down", snapshot["health"]
     (link,) = snapshot["links"]
-    assert link["state"] == "up", link
+    assert link["state"] == "up", link  # Tandem's probe went through the real pair
+    details = " | ".join(source["detail"] for source in link["sources"])
+    assert "hands KV over by prompt" in details, details
+    assert f"{pods['decode'].name} exports no vllm:nixl_* family" in details, details  # never "0 transfers"
 
     # Verification probes, as the worker runs them (the links probe reads what telemetry saw). Not the
     # prefix probe: it judges reuse by TTFT, and the tiny model prefills 400 words in a few milliseconds
