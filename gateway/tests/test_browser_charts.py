@@ -203,4 +203,6 @@ def test_the_charts_draw_the_requests_the_gateway_recorded(
     _charted(page, "gateway-traffic", len(served))
     cluster, fallback = page.evaluate(PIXELS_JS, ["gateway-traffic", [CLUSTER_RGB, FALLBACK_RGB]])
     assert cluster > 50 and fallback > 50, (cluster, fallback)
+    # No verification line nor its legend: the probes never use a person's key.
+    assert "verification" not in page.locator("#gateway-traffic").inner_text().lower()
     page.locator("#gateway-traffic").screenshot(path="var/screenshots/gateway-charts-key.png")

@@ -92,8 +92,12 @@
         load();
       });
     });
+    // A key's page: verification probes never use a person's key, so their line would always read 0.
+    const shown = root.dataset.probes === "off" ? CHARTS.map(function (chart) {
+      return Object.assign({}, chart, { series: chart.series.filter(function (s) { return s.name !== "rps.verification"; }) });
+    }) : CHARTS;
     charts = window.Tandem.telemetryCharts.build(root.querySelector("[data-charts]"), store, windowSeconds,
-      { charts: CHARTS, markerColors: MARKERS });
+      { charts: shown, markerColors: MARKERS });
     window.addEventListener("resize", function () { charts.resize(); });
     root.tandemCharts = charts;  // the plots, for whoever inspects the page (the browser tests)
     document.addEventListener("gateway:changed", load);
