@@ -115,6 +115,7 @@ INSTALLED_APPS = [
     "keys",
     "gateway",
     "traces",
+    "slo",
 ]
 
 MIDDLEWARE = [
@@ -423,6 +424,17 @@ CELERY_BEAT_SCHEDULE["telemetry-collect-all"] = {
     "schedule": TELEMETRY_INTERVAL_SECONDS,
     "options": {"expires": TELEMETRY_INTERVAL_SECONDS},
 }
+# SLOs: burn rates evaluated on the telemetry cadence; webhook deliveries retried with exponential back-off
+# (base, 2x, 4x, ... at most 10 min) up to a bounded number of attempts. TANDEM_EXTERNAL_URL (e.g.
+# https://tandem.example.com) makes the links in notifications absolute.
+CELERY_BEAT_SCHEDULE["slo-evaluate-all"] = {
+    "task": "slo.tasks.evaluate_all",
+    "schedule": TELEMETRY_INTERVAL_SECONDS,
+    "options": {"expires": TELEMETRY_INTERVAL_SECONDS, "queue": "telemetry"},
+}
+SLO_DELIVERY_MAX_ATTEMPTS = env_int("SLO_DELIVERY_MAX_ATTEMPTS", 6, minimum=1)
+SLO_DELIVERY_BACKOFF_SECONDS = env_seconds("SLO_DELIVERY_BACKOFF_SECONDS", 5.0)
+TANDEM_EXTERNAL_URL = env_str("TANDEM_EXTERNAL_URL", "")
 CELERY_BEAT_SCHEDULE["telemetry-rollup-and-prune"] = {
     "task": "telemetry.tasks.rollup_and_prune",
     "schedule": 60.0,

@@ -16,6 +16,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("", include("rebalancing.api.urls")),
     path("", include("keys.api.urls")),
     path("", include("gateway.api.urls")),
+    path("", include("slo.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api:schema"), name="docs"),
 ]
@@ -33,6 +34,7 @@ urlpatterns = [
     path("rebalancing/", include("rebalancing.urls")),
     path("keys/", include("keys.urls")),
     path("gateway/", include("gateway.urls")),
+    path("slo/", include("slo.urls")),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),
 ]

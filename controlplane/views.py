@@ -21,6 +21,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     """Every cluster and topology at a glance, problems first; kept live by /ws/overview/."""
     from clusters.selectors import cluster_list
     from gateway.selectors import overview_gateway_rows
+    from slo.selectors import overview_rows as overview_slo_rows
     from telemetry.selectors import overview_rows
     from telemetry.views import overview_context
 
@@ -28,6 +29,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "title": "Overview",
         **overview_context(overview_rows(), cluster_list()),
         "gateway_rows": overview_gateway_rows(),
+        "slo_rows": overview_slo_rows(),
     }
     return render(request, "overview.html", context)
 

@@ -324,6 +324,35 @@ def topology_outcomes(role_windows: dict[str, Window]) -> TopologyOutcomes | Non
     return TopologyOutcomes(ok, failed, client, found)
 
 
+@dataclass(frozen=True)
+class RequestWindow:
+    """What the clients' requests did in one interval, for SLIs: the latency histograms' bucket
+    increments where the client-visible latencies are recorded (decode, else every pod; see
+    ``DECODE_FIRST``) and the outcomes the clients saw (``topology_outcomes``)."""
+
+    ttft: Buckets
+    itl: Buckets
+    outcomes: TopologyOutcomes | None
+
+
+def request_window(samples: Iterable[tuple[str, RawSample, RawSample | None]]) -> RequestWindow:
+    """The interval's ``RequestWindow`` from each serving pod's (role, current, previous) raw samples,
+    merged per role the way the snapshot merges them."""
+    per_role: dict[str, list[Window]] = {}
+    for role, current, previous in samples:
+        per_role.setdefault(role, []).append(pod_window(current, previous)[0])
+    role_windows = {role: merge(windows) for role, windows in per_role.items()}
+    decode = role_windows.get("decode")
+    merged = merge(role_windows.values()) if role_windows else Window()
+
+    def hist(name: str) -> Buckets:
+        if decode is not None and decode.hists.get(name):
+            return decode.hists[name]
+        return merged.hists.get(name) or []
+
+    return RequestWindow(ttft=hist("ttft"), itl=hist("itl"), outcomes=topology_outcomes(role_windows))
+
+
 def significant(value: float, digits: int = 5) -> float:
     """``value`` to a few significant digits: what a reading can honestly claim, and compact JSON."""
     return float(f"{value:.{digits}g}")

@@ -19,11 +19,13 @@ from audit.services import audit_record
 from controlplane.broadcast import broadcast_on_commit, overview_group, topology_group
 from kube.labels import NOT_SERVING, ROLE, serving_role
 from telemetry import cache, selectors
-from telemetry.assemble import PodTarget, build_snapshot
+from telemetry.assemble import SERVING_ROLES, CollectorState, PodResult, PodTarget, build_snapshot
 from telemetry.collect import apply_source_problem, collect_results, remembered_problem, source_problem
+from telemetry.derive import request_window
 from telemetry.health import SLO_LABELS, SloMetric
 from telemetry.models import LatestSnapshot, Point, Rollup, RollupCursor, Series, TelemetryAlert
 from telemetry.series import snapshot_points
+from telemetry.signals import interval_collected
 from telemetry.snapshot import Event, OverviewMessage, TelemetryMessage, TopologySnapshot, empty_snapshot
 from telemetry.targets import device_ips, scrape_port
 from topologies.models import Topology
@@ -131,9 +133,25 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
     _apply_gateway(snapshot, topology_id, now)
     cache.set_state(topology_id, new_state)
     telemetry_store(topology=topology, snapshot=snapshot, actions=actions, open_alerts=open_alerts)
+    _send_interval(topology_id, now, results, state)
     if probes is not None:
         probes.send()  # after the snapshot went out; the next collection takes their results
     return snapshot
+
+
+def _send_interval(topology_id: int, now: float, results: list[PodResult], state: CollectorState) -> None:
+    """Tell the interval's requests (latency histograms, outcomes) to whoever listens (the SLOs)."""
+    samples = [
+        (r.target.role, r.raw, state["pods"].get(r.target.name))
+        for r in results
+        if r.raw is not None and r.target.role in SERVING_ROLES
+    ]
+    requests = request_window(samples)
+    for receiver, error in interval_collected.send_robust(
+        sender=Topology, topology_id=topology_id, ts=now, requests=requests
+    ):
+        if isinstance(error, Exception):
+            logger.error("telemetry: topology %s: %r: %s", topology_id, receiver, error, exc_info=error)
 
 
 GATEWAY_WINDOW_SECONDS = 60.0

@@ -73,6 +73,7 @@ _SECTIONS = {
     "telemetry": ("telemetry-live", "Live"),
     "rebalancing": ("rebalancing", "Rebalancing"),
     "gateway": ("gateway", "Gateway"),
+    "slo": ("slo", "SLOs"),
 }
 
 
