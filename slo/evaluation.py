@@ -139,6 +139,15 @@ def _fire(slo: Slo, rule: burn.Rule, rates: dict[str, Any], status: dict[str, An
     notify_transition(alert=alert, status=status, now=now)
 
 
+def resolve_firing(*, slo: Slo, why: str) -> int:
+    """Resolve the SLO's firing alerts when it stops being evaluated (disabled), notifying as usual."""
+    now = timezone.now()
+    alerts = list(SloAlert.objects.select_for_update().filter(slo=slo, state=AlertState.FIRING))
+    for alert in alerts:
+        _resolve(slo, alert, {**(slo.status or {}), "why": why}, now)
+    return len(alerts)
+
+
 def _resolve(slo: Slo, alert: SloAlert, status: dict[str, Any], now: datetime) -> None:
     alert.state, alert.ended = AlertState.RESOLVED, now
     alert.save(update_fields=["state", "ended"])
@@ -151,7 +160,8 @@ def _resolve(slo: Slo, alert: SloAlert, status: dict[str, Any], now: datetime) -
         "rule": alert.rule,
         "long_burn": current.get("long"),
         "short_burn": current.get("short"),
-        "budget_remaining": status["budget_remaining"],
+        "budget_remaining": status.get("budget_remaining"),
+        **({"why": status["why"]} if "why" in status else {}),
     }
     AlertEvent.objects.create(alert=alert, kind=AlertEventKind.RESOLVED, at=now, detail=detail)
     audit_record(action="slo.alert_resolved", target=slo.topology, detail=detail)

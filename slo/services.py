@@ -123,6 +123,10 @@ def slo_update(*, slo: Slo, changes: dict[str, Any], actor: Any = None, source_i
     slo.objective, slo.threshold_ms, slo.window_days = objective, threshold, window
     slo.enabled = changes.get("enabled", slo.enabled)
     slo.save()
+    if not slo.enabled:
+        from slo.evaluation import resolve_firing
+
+        resolve_firing(slo=slo, why="the SLO was disabled")
     after = _slo_detail(slo)
     changed = {k: [before[k], after[k]] for k in after if before[k] != after[k] and k != "text"}
     if changed:
