@@ -34,6 +34,7 @@ urlpatterns = [
     path("rebalancing/", include("rebalancing.urls")),
     path("keys/", include("keys.urls")),
     path("gateway/", include("gateway.urls")),
+    path("traces/", include("traces.urls")),
     path("slo/", include("slo.urls")),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
     path("admin/", admin.site.urls),

@@ -42,7 +42,8 @@ class Bar:
     depth: int
     error: bool = False
     detail: str = ""
-    segments: list[tuple[str, float, float]] = field(default_factory=list)  # (phase, offset, duration) ms
+    # (phase, start %, width %) on the trace's axis: queue, prefill and decode from vLLM's attributes
+    segments: list[tuple[str, float, float]] = field(default_factory=list)
     left_pct: float = 0.0
     width_pct: float = 0.0
 
@@ -160,15 +161,10 @@ def build(
         )
         if span.name == "llm_request":
             bar.detail = _engine_detail(span)
-            at = offset
-            for phase, key in PHASES:
+            for phase, key in (*PHASES, *(("kv", k) for k in KV_KEYS)):
                 length = _seconds(span.attributes.get(key)) * 1000
                 if length:
-                    bar.segments.append((phase, at, length))
-                at += length
-            for key in KV_KEYS:
-                if key in span.attributes:
-                    bar.segments.append(("kv", offset, _seconds(span.attributes[key]) * 1000))
+                    bar.segments.append((phase, 0.0, length))  # placed on the axis below
         elif hop == "gateway":
             bar.detail = f"status {trace.get('status')}, via {trace.get('backend')}"
         bars.append(bar)
@@ -176,6 +172,12 @@ def build(
     for bar in bars:
         bar.left_pct = round(100 * bar.offset_ms / total, 2)
         bar.width_pct = round(max(0.4, 100 * bar.duration_ms / total), 2)
+        at, placed = bar.left_pct, []
+        for phase, _, length in bar.segments:  # on the trace's axis: % of the whole trace
+            width = round(100 * length / total, 2)
+            placed.append((phase, at if phase != "kv" else bar.left_pct, width))
+            at = round(at + width, 2) if phase != "kv" else at
+        bar.segments = placed
     missing = _missing(
         hops,
         engine=engine,
