@@ -39,12 +39,35 @@ def window_sums(slo: Slo, spans: tuple[float, ...], now: datetime) -> dict[float
     return {span: (found[f"g{i}"] or 0.0, found[f"t{i}"] or 0.0) for i, span in enumerate(spans)}
 
 
+LONG_SPAN = 3600.0  # windows longer than this are re-summed at most once per LONG_REUSE
+LONG_REUSE = timedelta(seconds=60)
+
+
+def _sums(slo: Slo, spans: tuple[float, ...], now: datetime) -> tuple[dict[float, tuple[float, float]], str]:
+    """Every span's sums; those over an hour come from an evaluation under a minute old (a minute's
+    events are a small share of 6 hours' or 28 days'; summing 28 days of minutes every interval is
+    where evaluation would spend nearly all its time), and the last hour's are summed every time."""
+    kept = (slo.status or {}).get("long_sums") or {}
+    at = (slo.status or {}).get("long_sums_at")
+    fresh = at is not None and timedelta(0) <= now - datetime.fromisoformat(at) < LONG_REUSE
+    long_spans = tuple(span for span in spans if span > LONG_SPAN)
+    reuse = fresh and all(_span_key(span) in kept for span in long_spans)
+    wanted = tuple(span for span in spans if span <= LONG_SPAN) if reuse else spans
+    sums = window_sums(slo, wanted, now)
+    if not reuse:
+        return sums, now.isoformat()
+    sums.update(
+        {span: (float(kept[_span_key(span)][0]), float(kept[_span_key(span)][1])) for span in long_spans}
+    )
+    return sums, str(at)
+
+
 def slo_status(slo: Slo, now: datetime) -> tuple[dict[str, Any], dict[str, burn.Rule | None]]:
     """The SLO's budget and burn rates now, and per severity the rule that holds (or None)."""
     rules = burn.rules_for(slo.window_days)
     compliance = slo.window_days * 86400.0
     spans = (*burn.windows_of(rules), compliance)
-    sums = window_sums(slo, spans, now)
+    sums, sums_at = _sums(slo, spans, now)
     rates = {span: burn.burn_rate(good, total, slo.objective) for span, (good, total) in sums.items()}
     good, total = sums[compliance]
     remaining = burn.budget_remaining(good, total, slo.objective)
@@ -68,6 +91,8 @@ def slo_status(slo: Slo, now: datetime) -> tuple[dict[str, Any], dict[str, burn.
             for rule in rules
         ],
         "evaluated": now.isoformat(),
+        "long_sums": {_span_key(span): list(sums[span]) for span in spans if span > LONG_SPAN},
+        "long_sums_at": sums_at,
     }
     return status, {str(key): rule for key, rule in holds.items()}
 
