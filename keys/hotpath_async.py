@@ -415,8 +415,8 @@ async def authenticate(raw: str, *, kind: str, source_ip: str | None, reserve: i
         try:
             reply = await _evalsha(client, acquire_script, command)
         except REDIS_DOWN:
-            outage.mark_down()
-            logger.warning("Redis is not answering: admitting requests on this process's own limits")
+            if outage.mark_down():
+                logger.warning("Redis is not answering: admitting requests on this process's own limits")
             return _admit_here(record, reserve=reserve, source_ip=source_ip, now=now)
         if outage.has_backlog():
             _reconcile_soon()

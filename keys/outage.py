@@ -92,8 +92,12 @@ def redis_away() -> bool:
     return time.monotonic() < state.down_until
 
 
-def mark_down() -> None:
+def mark_down() -> bool:
+    """Redis failed a call: not tried again for RETRY_SECONDS. True when this call found it up (the calls
+    in flight when Redis went away all fail together: one of them says so)."""
+    was_up = not redis_away()
     state.down_until = time.monotonic() + RETRY_SECONDS
+    return was_up
 
 
 def mark_up() -> None:
