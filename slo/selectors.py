@@ -52,6 +52,7 @@ def slo_view(slo: Slo) -> dict[str, Any]:
     return {
         "slo": slo,
         "text": slo.describe(),
+        "objective_pct": f"{slo.objective * 100:.6g}",
         "remaining": remaining,
         "remaining_pct": None if remaining is None else remaining * 100,
         "spent_times": None if remaining is None or remaining >= 0 else 1.0 - remaining,

@@ -43,6 +43,8 @@ def test_a_firing_alert_is_acknowledged_on_the_topology_page(page, live_server, 
             panel.locator("tr[data-slo=success] [data-role=budget]").inner_text() == "exhausted: 20.0× spent"
         )
         assert "on-call" in panel.locator("[data-role=deliveries]").inner_text()
+        assert panel.locator("tr[data-slo=success]").count() == 1
+        assert panel.locator("input[name=objective_percent]").first.input_value() == "99.5"  # success, first
         panel.screenshot(path=str(tmp_path / f"topology-{width}.png"))
     page.locator(f"[data-alert='{alert.pk}'] [data-role=ack]").click()
     page.wait_for_url(f"**/topologies/{topology.pk}/#answer-slo")
