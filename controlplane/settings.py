@@ -474,6 +474,8 @@ CELERY_BEAT_SCHEDULE["gateway-discover-endpoints"] = {
 }
 # Per-request traces: the fraction of normal requests kept (slow and failed ones always are), how
 # long a kept trace is kept, how long spans of a slow or failed request are awaited, the OTLP body cap.
+# The gateway's trace context (traceparent to the engines, x-tandem-trace-id, kept traces); off: none.
+TRACES_GATEWAY = env_bool("TRACES_GATEWAY", True)
 TRACES_HEAD_SAMPLE_RATE = float(env_str("TRACES_HEAD_SAMPLE_RATE", "0.01"))
 if not 0 <= TRACES_HEAD_SAMPLE_RATE <= 1:
     raise ConfigError("TRACES_HEAD_SAMPLE_RATE must be a fraction from 0 to 1, e.g. 0.01")

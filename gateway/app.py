@@ -258,8 +258,9 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
     messages_api = path in (MESSAGES, COUNT_TOKENS)
     started = time.monotonic()
     outcome = dispatch.Outcome()
-    _trace_context(scope, outcome)
-    send = _traced(send, outcome.trace_id)
+    if settings.TRACES_GATEWAY:
+        _trace_context(scope, outcome)
+        send = _traced(send, outcome.trace_id)
     grant: AsyncGrant | None = None
     try:
         wanted = KNOWN.get(path)
