@@ -20,6 +20,7 @@ from django.conf import settings
 from controlplane.client_ip import resolve_client_ip
 from gateway import anthropic, cancel, dispatch, reserve, tokencount, tracecontext
 from gateway.errors import GatewayError, anthropic_body, openai_body
+from gateway.prefixgroup import prefix_group
 from gateway.recorder import record_request
 from gateway.responses import serve as responses
 from gateway.routes import RouteEntry, RouteTable, current, peek
@@ -262,6 +263,7 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         _trace_context(scope, outcome)
         send = _traced(send, outcome.trace_id)
     grant: AsyncGrant | None = None
+    group = ""
     try:
         wanted = KNOWN.get(path)
         if wanted is None and path.startswith(RESPONSES + "/"):
@@ -280,6 +282,7 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         # The body comes first: its most tokens are reserved against the key's limits at admission.
         raw = b"" if path == MODELS else await _read_body(receive)
         request, problem = _try_parse(raw) if path != MODELS else ({}, None)
+        group = prefix_group(request)
         context = _context_for(request)
         wants = reserve.reservation(path, request, body_bytes=len(raw), context=context)
         try:
@@ -341,7 +344,7 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
     finally:
         if grant is not None:
-            await _finish(grant, outcome, path, started)
+            await _finish(grant, outcome, path, started, group)
 
 
 def _work(
@@ -368,7 +371,9 @@ async def _send_models(send: Send, entries: list[RouteEntry]) -> None:
     await send({"type": "http.response.body", "body": json.dumps({"object": "list", "data": data}).encode()})
 
 
-async def _finish(grant: AsyncGrant, outcome: dispatch.Outcome, path: str, started: float) -> None:
+async def _finish(
+    grant: AsyncGrant, outcome: dispatch.Outcome, path: str, started: float, group: str = ""
+) -> None:
     try:
         settled = await grant.settle(tokens_used=outcome.prompt_tokens + outcome.completion_tokens)
     except Exception:
@@ -390,6 +395,7 @@ async def _finish(grant: AsyncGrant, outcome: dispatch.Outcome, path: str, start
         endpoint=path.removeprefix("/v1/"),
         latency_ms=latency_ms,
         trace_id=outcome.trace_id,
+        prefix_group=group,
     )
 
 

@@ -73,6 +73,8 @@ class GatewayRequest(models.Model):
     probe = models.BooleanField(default=False)
     # The W3C trace this request was a span of (gateway.tracecontext); its stored spans are in traces/.
     trace_id = models.CharField(max_length=32, blank=True, default="")
+    # The request's prefix group (gateway.prefixgroup): a hash of its leading content; "" when it had none.
+    prefix_group = models.CharField(max_length=16, blank=True, default="")
 
     class Meta:
         ordering = ["-created"]

@@ -38,6 +38,7 @@ class RequestRecord:
     latency_ms: float
     probe: bool = False
     trace_id: str = ""
+    prefix_group: str = ""
 
 
 @dataclass
@@ -155,6 +156,7 @@ def record_request(
     latency_ms: float,
     probe: bool = False,
     trace_id: str = "",
+    prefix_group: str = "",
 ) -> None:
     """One request's record from its dispatch outcome (backend, status, tokens, TTFT), buffered."""
     recorder().add(
@@ -174,6 +176,7 @@ def record_request(
             latency_ms=latency_ms,
             probe=probe,
             trace_id=trace_id,
+            prefix_group=prefix_group,
         )
     )
 
