@@ -62,12 +62,12 @@ def export_body(trace_ids: list[str], role: str) -> bytes:
         span.trace_id, span.span_id = bytes.fromhex(trace_id), os.urandom(8)
         span.parent_span_id, span.name, span.kind = os.urandom(8), "llm_request", 2
         span.start_time_unix_nano, span.end_time_unix_nano = now - 1_873_000_000, now
-        for key, value in ATTRIBUTES:
+        for name, seconds in ATTRIBUTES:
             kv = span.attributes.add()
-            kv.key, kv.value.double_value = key, value
-        for key, value in (("gen_ai.usage.prompt_tokens", 1003), ("gen_ai.usage.completion_tokens", 64)):
+            kv.key, kv.value.double_value = name, seconds
+        for name, count in (("gen_ai.usage.prompt_tokens", 1003), ("gen_ai.usage.completion_tokens", 64)):
             kv = span.attributes.add()
-            kv.key, kv.value.int_value = key, value
+            kv.key, kv.value.int_value = name, count
         kv = span.attributes.add()
         kv.key, kv.value.string_value = "gen_ai.request.id", "chatcmpl-" + trace_id[:16]
     return request.SerializeToString()
