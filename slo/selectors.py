@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from slo import burn
@@ -99,11 +100,35 @@ def overview_rows() -> list[dict[str, Any]]:
     firing: dict[int, list[SloAlert]] = {}
     for alert in alert_list().filter(state=AlertState.FIRING, slo__in=slos).order_by("severity", "-started"):
         firing.setdefault(alert.slo_id, []).append(alert)
+    since = timezone.now() - timedelta(hours=24)
+    recent: dict[int, dict[str, int]] = {}
+    sent = (
+        Delivery.objects.filter(created__gte=since, alert__slo__in=slos)
+        .values("alert__slo__topology_id", "state")
+        .annotate(n=Count("id"))
+    )
+    kinds = {
+        "delivered": "delivered",
+        "failed": "failed",
+        "pending": "waiting",
+        "sending": "waiting",
+        "retrying": "waiting",
+    }
+    for entry in sent:
+        counts = recent.setdefault(entry["alert__slo__topology_id"], {})
+        kind = kinds[entry["state"]]
+        counts[kind] = counts.get(kind, 0) + entry["n"]
     rows: dict[int, dict[str, Any]] = {}
     for slo in slos:
         row = rows.setdefault(
             slo.topology_id,
-            {"topology_id": slo.topology_id, "name": slo.topology.name, "slos": [], "alerts": []},
+            {
+                "topology_id": slo.topology_id,
+                "name": slo.topology.name,
+                "slos": [],
+                "alerts": [],
+                "deliveries": recent.get(slo.topology_id, {}),
+            },
         )
         row["slos"].append(slo_view(slo))
         row["alerts"].extend(firing.get(slo.pk, []))

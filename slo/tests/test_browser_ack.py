@@ -59,4 +59,6 @@ def test_a_firing_alert_is_acknowledged_on_the_topology_page(page, live_server, 
         page.goto(f"{live_server.url}/")
         table = page.locator("[data-role=overview-slo]")
         assert "page success · acked" in table.inner_text()
+        assert table.locator("[data-role=overview-deliveries]").inner_text() == "2 waiting"  # no worker here
+        assert table.locator("[data-role=overview-ack]").count() == 1  # the ticket, not yet acknowledged
         table.screenshot(path=str(tmp_path / f"overview-{width}.png"))
