@@ -114,6 +114,7 @@ class Tandem:
 
     def __init__(self, model_load: float, in_place: bool = False, **params: float) -> None:
         self.in_place = in_place
+        self.limits = LIMITS  # a caller with another budget replaces it
         self.params = Params(**{"interval_seconds": TICK, **params})
         self.state = State(last_move_seconds=model_load)
         self.model_load = model_load
@@ -161,7 +162,7 @@ class Tandem:
         if not breached:
             self.breach_since = None
             self.answered = False
-        verdict, self.state = decide(obs, self.params, LIMITS, self.state)
+        verdict, self.state = decide(obs, self.params, self.limits, self.state)
         waiting = verdict.rule in ("busy", "cooldown")  # the planner may not act now, by design
         if waiting:
             self.free_since = None

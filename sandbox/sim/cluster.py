@@ -132,9 +132,14 @@ class SimCluster:
         keep_gaps: bool = False,
         retry_attempts: int = 2,
         in_place: bool = False,
+        fail_moves: bool = False,
     ) -> None:
         self.cfg = cfg or PerfConfig()
         self.in_place = in_place
+        # Tandem's executor: a switch that fails (its drain timed out) fails the whole move; the instance
+        # and those not yet switched serve their old role again, and the controller decides anew.
+        self.fail_moves = fail_moves
+        self.failed_moves = 0
         self.switches = 0  # in-place switches done
         self.switch_seconds: list[float] = []  # drain + switch, each
         self.retry_attempts = retry_attempts
@@ -253,10 +258,11 @@ class SimCluster:
         await self._drain(instance.engine)
         await self._retire(instance.engine)
 
-    async def _switch(self, source: str, target: str, count: int) -> None:
+    async def _switch(self, source: str, target: str, count: int) -> bool:
         """In-place switches of ``count`` ``source`` instances to ``target``, as Tandem runs them: all of
         them out of routing at once (their drains overlap), then one at a time, once drained, unlinked,
-        switched and re-linked. A drain that does not finish returns that instance to ``source``."""
+        switched and re-linked. A drain that does not finish returns that instance to ``source``; with
+        ``fail_moves`` so do the ones not yet switched, and the move ends (False)."""
         donors = []
         for _ in range(count):
             instance = self._donor(source, least_busy=True)
@@ -265,9 +271,14 @@ class SimCluster:
             instance.state = "draining"
             donors.append(instance)
         started = clock.now()
-        for instance in donors:
+        for index, instance in enumerate(donors):
             if not await self._drain(instance.engine):
                 instance.state = "ready"
+                if self.fail_moves:
+                    for other in donors[index + 1 :]:
+                        other.state = "ready"
+                    self.failed_moves += 1
+                    return False
                 continue
             # Its links were with the target role's instances; afterwards they are with the source role's.
             teardown = len(self.ready(target)) * self.cfg.link_teardown_ms
@@ -282,6 +293,7 @@ class SimCluster:
             self.switch_seconds.append(clock.now() - started)
         if len(donors) < count or any(i.state == "ready" and i.role == source for i in donors):
             await asyncio.sleep(1.0)  # a switch was cancelled: look again before retrying
+        return True
 
     async def apply(self, target: tuple[int, int], why: str = "") -> None:
         """Reach ``target`` one instance at a time (adding first while the budget allows)."""
@@ -297,7 +309,11 @@ class SimCluster:
                 ]
                 if grow and shrink and self.in_place:
                     wanted = min(abs(p - target[0]), abs(d - target[1]))
-                    await self._switch(shrink[0], grow[0], wanted)
+                    if not await self._switch(shrink[0], grow[0], wanted):
+                        self.timeline.append(
+                            (clock.now(), self.count("prefill"), self.count("decode"), "failed")
+                        )
+                        return
                 elif grow and len(self.instances) < self.budget:
                     await self._add(grow[0])
                 elif shrink:
@@ -536,6 +552,8 @@ def run_trace(
     model_load_seconds: float = 30.0,
     keep_gaps: bool = False,
     in_place: bool = False,
+    drain_timeout: float = 120.0,
+    fail_moves: bool = False,
 ) -> SimCluster:
     """Run a trace to its end on a fresh virtual-clock loop; the cluster holds outcomes and counts."""
     from sandbox.sim.loop import run_virtual
@@ -548,6 +566,8 @@ def run_trace(
         model_load_seconds=model_load_seconds,
         keep_gaps=keep_gaps,
         in_place=in_place,
+        drain_timeout=drain_timeout,
+        fail_moves=fail_moves,
     )
     run_virtual(cluster.run(trace, controller, tick))
     return cluster
