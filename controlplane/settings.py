@@ -112,6 +112,7 @@ INSTALLED_APPS = [
     "deployments",
     "telemetry",
     "rebalancing",
+    "whatif",
     "keys",
     "gateway",
     "traces",

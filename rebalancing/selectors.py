@@ -186,7 +186,7 @@ def topology_panel_context(topology: Any, request: Any = None) -> dict[str, Any]
             "rebalances": list(rebalance_list(topology=topology)[:5]),
             "active": active_rebalance(topology),
             "can_write": user_has_role(user, Role.OPERATOR),
-            "whatif_url": reverse("rebalancing:whatif", args=[topology.pk]),
+            "whatif_url": reverse("whatif:page", args=[topology.pk]),
             "modes": PlannerMode.choices,
             "owners_blocking": [o for o in config.other_owners or [] if o.get("blocking")],
             "owners_notes": [o for o in config.other_owners or [] if not o.get("blocking")],

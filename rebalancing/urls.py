@@ -11,5 +11,4 @@ urlpatterns: list[URLPattern] = [
     path("topology/<int:pk>/ratio/", views.ratio_set, name="ratio"),
     path("topology/<int:pk>/switch-role/", views.switch_role, name="switch_role"),
     path("topology/<int:pk>/panel/", views.panel, name="panel"),
-    path("topology/<int:pk>/what-if/", views.whatif_page, name="whatif"),
 ]

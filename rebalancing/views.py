@@ -1,4 +1,5 @@
-"""Pages: the rebalancing panel's actions (plain forms), its partial for live refresh, the what-if page."""
+"""Pages: the rebalancing panel's actions (plain forms) and its partial for live refresh (the what-if page is
+whatif.views)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,13 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from accounts.permissions import role_required
 from accounts.roles import Role
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
-from rebalancing import selectors, services, whatif
+from rebalancing import selectors, services
 from rebalancing.models import PlannerMode
 from topologies import selectors as topology_selectors
 from topologies.answers import answer, back_to, keep_input
@@ -191,28 +192,3 @@ def panel(request: HttpRequest, pk: int) -> HttpResponse:
     topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
     context = {"topology": topology, **panel_context(topology, request)}
     return render(request, "rebalancing/_topology_panel.html", context)
-
-
-@require_http_methods(["GET", "POST"])
-@role_required(Role.VIEWER)
-def whatif_page(request: HttpRequest, pk: int) -> HttpResponse:
-    topology = get_object_or_404(topology_selectors.topology_list(), pk=pk)
-    window = _int(request.POST.get("window_seconds") or request.GET.get("window_seconds")) or 3600
-    result = None
-    error = ""
-    if request.method == "POST":
-        try:
-            result = whatif.topology_whatif(topology=topology, window_seconds=max(60, min(window, 86400)))
-        except DomainError as exc:
-            error = exc.message
-    return render(
-        request,
-        "rebalancing/whatif.html",
-        {
-            "title": f"What-if: {topology.name}",
-            "topology": topology,
-            "window": window,
-            "result": result,
-            "error": error,
-        },
-    )

@@ -1,11 +1,9 @@
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from rest_framework import serializers
 
-from rebalancing import whatif
 from rebalancing.models import Decision, PlannerConfig, PlannerMode, Rebalance
 
 
@@ -139,47 +137,3 @@ class DecisionSerializer(serializers.ModelSerializer[Decision]):
             "outcome_detail",
             "rebalance",
         ]
-
-
-class WhatIfInputSerializer(serializers.Serializer[dict[str, Any]]):
-    window_seconds = serializers.IntegerField(
-        min_value=60,
-        max_value=whatif.MAX_WINDOW_SECONDS,
-        default=3600,
-        help_text="How much recorded traffic to consider (60 s to one day); the replay keeps the latest "
-        "part of it that fits the what-if's work budget.",
-    )
-    end = serializers.FloatField(
-        required=False,
-        allow_null=True,
-        default=None,
-        help_text=f"Unix time the window ends; default now. At most {whatif.MAX_FUTURE_SECONDS} s after the "
-        f"server's clock and within the last {whatif.OLDEST_END_SECONDS // 86400} days.",
-    )
-
-    def validate_end(self, value: float | None) -> float | None:
-        if value is not None:
-            problem = whatif.window_problem(end=value, now=time.time())
-            if problem:
-                raise serializers.ValidationError(problem)
-        return value
-
-
-class WhatIfSplitSerializer(serializers.Serializer[dict[str, Any]]):
-    prefill = serializers.IntegerField()
-    decode = serializers.IntegerField()
-    attainment = serializers.FloatField()
-    ttft_attainment = serializers.FloatField()
-    tbt_attainment = serializers.FloatField()
-    goodput_rps = serializers.FloatField()
-    failed = serializers.IntegerField()
-
-
-class WhatIfSerializer(serializers.Serializer[dict[str, Any]]):
-    start = serializers.FloatField()
-    end = serializers.FloatField()
-    requests = serializers.IntegerField()
-    splits = WhatIfSplitSerializer(many=True)
-    recommended = WhatIfSplitSerializer(allow_null=True)
-    current = serializers.DictField()
-    note = serializers.CharField()

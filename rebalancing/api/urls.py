@@ -15,5 +15,4 @@ urlpatterns: list[URLPattern] = [
     ),
     path("topologies/<int:pk>/decisions/", views.TopologyDecisions.as_view(), name="topology-decisions"),
     path("topologies/<int:pk>/rebalances/", views.TopologyRebalances.as_view(), name="topology-rebalances"),
-    path("topologies/<int:pk>/what-if/", views.TopologyWhatIf.as_view(), name="topology-what-if"),
 ]

@@ -1,4 +1,5 @@
-"""Thin API views: switch a role, set the ratio, planner settings, decisions, rebalances, the what-if."""
+"""Thin API views: switch a role, set the ratio, planner settings, decisions, rebalances (the what-if runs
+are in whatif.api)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from rest_framework.response import Response
 
 from accounts.roles import Role
 from controlplane.client_ip import client_ip
-from rebalancing import selectors, services, whatif
+from rebalancing import selectors, services
 from rebalancing.api.serializers import (
     DecisionSerializer,
     HandoffInputSerializer,
@@ -21,8 +22,6 @@ from rebalancing.api.serializers import (
     RatioInputSerializer,
     RebalanceSerializer,
     SwitchRoleInputSerializer,
-    WhatIfInputSerializer,
-    WhatIfSerializer,
 )
 from rebalancing.models import Decision, Rebalance
 from topologies import selectors as topology_selectors
@@ -152,24 +151,3 @@ class TopologyRebalances(ListAPIView[Any]):
             return Rebalance.objects.none()
         topology = get_object_or_404(topology_selectors.topology_list(), pk=self.kwargs["pk"])
         return selectors.rebalance_list(topology=topology)
-
-
-@extend_schema(request=WhatIfInputSerializer, responses={200: WhatIfSerializer})
-class TopologyWhatIf(_OnTopology):
-    serializer_class = WhatIfInputSerializer  # type: ignore[assignment]
-    """Replay the topology's recorded traffic (default: the last hour) in the simulator for every split the
-    budget allows; SLO attainment and goodput per split, and the recommended one. Changes nothing."""
-
-    write_role = Role.VIEWER
-    required_scopes = {"read": "topologies:read", "write": "topologies:read"}
-
-    def post(self, request: Request, pk: int) -> Response:
-        topology = self.topology(pk)
-        data = WhatIfInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        result = whatif.topology_whatif(
-            topology=topology,
-            window_seconds=data.validated_data["window_seconds"],
-            end=data.validated_data.get("end"),
-        )
-        return Response(WhatIfSerializer(result).data)

@@ -1,10 +1,7 @@
-"""The rebalancing endpoints: ratio, switch-role, planner, decisions, rebalances, what-if; their error shape,
+"""The rebalancing endpoints: ratio, switch-role, planner, decisions, rebalances; their error shape,
 roles, key scopes and OpenAPI schema."""
 
 from __future__ import annotations
-
-import time
-from datetime import UTC, datetime
 
 import pytest
 
@@ -144,42 +141,6 @@ def test_every_view_declares_key_scopes_and_the_schema_lists_the_paths(as_viewer
         "TopologyRebalances",
     ):
         assert getattr(views, name).required_scopes == {"read": "topologies:read", "write": "rebalance"}
-    assert views.TopologyWhatIf.required_scopes["write"] == "topologies:read"
     schema = as_viewer.get("/api/v1/schema/", HTTP_ACCEPT="application/json").json()
-    for path in ("switch-role", "ratio", "planner", "decisions", "rebalances", "what-if"):
+    for path in ("switch-role", "ratio", "planner", "decisions", "rebalances"):
         assert f"/api/v1/topologies/{{id}}/{path}/" in schema["paths"], path
-
-
-def _record(topology, minutes: int, rate: float, prompt: float, gen: float) -> None:
-    from telemetry.models import Point, Series
-
-    now = time.time()
-    for name, value in (
-        ("topology.requests_ps", rate),
-        ("topology.prompt_tps", prompt),
-        ("topology.gen_tps", gen),
-    ):
-        series = Series.objects.create(topology=topology, name=name)
-        Point.objects.bulk_create(
-            Point(series=series, ts=datetime.fromtimestamp(now - 60 * m - 30, tz=UTC), value=value)
-            for m in range(minutes)
-        )
-
-
-def test_what_if_replays_recorded_traffic_for_every_split(as_viewer, make_topology):
-    topology = make_topology(budget=4)
-    # Prompt-heavy recorded traffic: 2 req/s of 4000-token prompts and 20-token answers.
-    _record(topology, minutes=3, rate=2.0, prompt=8000.0, gen=40.0)
-    response = as_viewer.post(
-        f"/api/v1/topologies/{topology.pk}/what-if/", {"window_seconds": 300}, format="json"
-    )
-    assert response.status_code == 200, response.content
-    body = response.json()
-    assert [(s["prefill"], s["decode"]) for s in body["splits"]] == [(1, 3), (2, 2), (3, 1)]
-    assert body["requests"] > 100  # the latest minute or so: what fits the replay's work budget
-    by_split = {(s["prefill"], s["decode"]): s for s in body["splits"]}
-    assert by_split[(3, 1)]["goodput_rps"] >= by_split[(1, 3)]["goodput_rps"]
-    assert body["recommended"]["prefill"] >= 2
-    empty = make_topology()
-    none = as_viewer.post(f"/api/v1/topologies/{empty.pk}/what-if/", {}, format="json")
-    assert none.status_code == 400 and none.json()["error"]["code"] == "no_traffic"

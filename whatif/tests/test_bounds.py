@@ -1,5 +1,5 @@
 """The what-if's window and work bounds: a far-future or non-finite end is a 400 naming ``end`` (it was a
-500), and the replay of any recorded traffic fits the work budget, so a request cannot tie up a web worker."""
+500), and the replay of any recorded traffic fits the work budget, so a run cannot tie up a worker."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rebalancing import whatif
+from whatif import simulation as whatif
 
 
 def _bucket(start: float, rate: float, output_len: int = 50, prompt_len: int = 500) -> dict[str, float]:
@@ -62,12 +62,14 @@ def test_a_recorded_minute_with_absurd_answer_lengths_is_replayed_at_the_cap():
     assert whatif.buckets_from_history(history)[0]["output_len"] == whatif.MAX_OUTPUT_LEN
 
 
-def test_what_if_api_answers_400_naming_end_for_a_far_future_end(api_client, viewer, make_topology):
-    api_client.force_authenticate(viewer)
+def test_what_if_api_answers_400_naming_end_for_a_far_future_end(api_client, operator, make_topology):
+    api_client.force_authenticate(operator)
     topology = make_topology(budget=4)
     for end in (4e201, time.time() + 86400):
         response = api_client.post(
-            f"/api/v1/topologies/{topology.pk}/what-if/", {"end": end, "window_seconds": 300}, format="json"
+            f"/api/v1/topologies/{topology.pk}/what-if-runs/",
+            {"end": end, "window_seconds": 300},
+            format="json",
         )
         assert response.status_code == 400, response.content
         error = response.json()["error"]

@@ -6,10 +6,11 @@ that rate with that minute's mean prompt and output lengths. The replay runs in 
 virtual-clock simulator (the sandbox's own engine performance model), in a child process
 (``python -m sandbox.sim``, JSON in and out), so the product does not import the sandbox.
 
-The replay runs inside the web request, so its work is bounded (docs/role-switches.md, "The what-if"): the
-window ends at most ``MAX_FUTURE_SECONDS`` after now and no earlier than the rollups' retention, spans 60 s to
-one day, and only the latest recorded minutes whose estimated simulator time fits ``WORK_BUDGET_SECONDS`` are
-replayed; ``TIMEOUT_SECONDS`` stops a replay that runs over anyway.
+The replay runs as a background job (``whatif.tasks``), one split per child process so that a cancel is
+noticed between splits; its work stays bounded (docs/whatif.md): the window ends at most
+``MAX_FUTURE_SECONDS`` after now and no earlier than the rollups' retention, spans 60 s to one day, and only
+the latest recorded minutes whose estimated simulator time fits ``WORK_BUDGET_SECONDS`` are replayed;
+``TIMEOUT_SECONDS`` stops one split's replay that runs over anyway.
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ import json
 import math
 import subprocess
 import sys
-import time
+from dataclasses import dataclass
 from typing import Any
 
 from controlplane.api.errors import DomainError
 from rebalancing.policy import Limits, split_problem
-from rebalancing.selectors import role_replicas, topology_limits
 
 MAX_REQUESTS = 3000
 SCALES = (0.5, 1.0, 1.5, 2.0)
@@ -39,7 +39,7 @@ OUTPUT_TOKEN_COST_SECONDS = 0.000032
 PROMPT_TOKEN_COST_SECONDS = 0.0000001
 RUNS_PER_SPLIT = 1.0 + sum(SCALES)
 WORK_BUDGET_SECONDS = 3.0
-TIMEOUT_SECONDS = 8
+TIMEOUT_SECONDS = 8  # per split
 
 
 def splits_for(limits: Limits) -> list[tuple[int, int]]:
@@ -152,63 +152,66 @@ def run_simulator(request: dict[str, Any]) -> dict[str, Any]:
             f"the simulation took longer than {TIMEOUT_SECONDS} s",
             code="whatif_timeout",
             fields={"window_seconds": ["choose a shorter window"]},
-            status_code=503,
         ) from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise DomainError(f"the simulator failed: {last}", code="whatif_failed", status_code=503)
+        raise DomainError(f"the simulator failed: {last}", code="whatif_failed")
     result: dict[str, Any] = json.loads(done.stdout)
     return result
 
 
-def topology_whatif(*, topology: Any, window_seconds: int, end: float | None = None) -> dict[str, Any]:
-    from telemetry.selectors import history
-
-    now = time.time()
-    end = now if end is None else end
+def window_fields(*, window_seconds: int, end: float, now: float) -> dict[str, list[str]]:
+    """Field errors of a what-if window (empty: it can be replayed)."""
+    fields: dict[str, list[str]] = {}
     problem = window_problem(end=end, now=now)
     if problem:
-        raise DomainError(f"end: {problem}", code="invalid", fields={"end": [problem]})
+        fields["end"] = [problem]
     if not 60 <= window_seconds <= MAX_WINDOW_SECONDS:
-        fix = f"give 60 to {MAX_WINDOW_SECONDS} seconds"
-        raise DomainError(f"window_seconds: {fix}", code="invalid", fields={"window_seconds": [fix]})
-    start = end - window_seconds
-    names = ["topology.requests_ps", "topology.prompt_tps", "topology.gen_tps"]
-    recorded = history(topology_id=topology.pk, names=names, start=start, end=end, step=60)
-    recorded_buckets = buckets_from_history(dict(recorded))
+        fields["window_seconds"] = [f"give 60 to {MAX_WINDOW_SECONDS} seconds"]
+    return fields
+
+
+def splits_fields(chosen: list[tuple[int, int]], allowed: list[tuple[int, int]]) -> dict[str, list[str]]:
+    """Field errors of the splits a person chose to consider (empty: all are among the allowed ones)."""
+    if not allowed:
+        return {"splits": ["the budget and bounds allow no split: raise rebalancing.accelerator_budget"]}
+    names = ", ".join(f"{p}P/{d}D" for p, d in allowed)
+    outside = [f"{p}P/{d}D" for p, d in chosen if (p, d) not in allowed]
+    if outside:
+        return {"splits": [f"{', '.join(outside)} not within the budget and bounds; choose among {names}"]}
+    return {}
+
+
+@dataclass(frozen=True)
+class Replay:
+    """What one what-if run replays: the trimmed buckets, the splits, the targets and what it covers."""
+
+    buckets: list[dict[str, Any]]
+    splits: list[tuple[int, int]]
+    ttft_ms: float
+    tbt_ms: float
+    note: str
+    requests: int
+
+
+def replay_plan(
+    *, recorded: dict[str, Any], splits: list[tuple[int, int]], ttft_ms: float, tbt_ms: float
+) -> Replay:
+    """The replay of the recorded history for ``splits`` within the work budget (pure)."""
+    recorded_buckets = buckets_from_history(recorded)
     if not recorded_buckets:
         raise DomainError(
             "no recorded traffic in this window",
             code="no_traffic",
             fields={"window_seconds": ["choose a window in which the topology served requests"]},
         )
-    limits = topology_limits(topology)
-    splits = splits_for(limits)
-    if not splits:
-        raise DomainError(
-            "the budget and bounds allow no split",
-            code="no_split",
-            fields={"topology": ["raise rebalancing.accelerator_budget or widen the bounds"]},
-        )
     buckets = trim(recorded_buckets, splits=len(splits))
     if not buckets:
         raise DomainError(
             f"replaying even one recorded request for {len(splits)} splits exceeds the what-if's work budget",
             code="whatif_too_large",
-            fields={"topology": ["narrow rebalancing's prefill and decode bounds to fewer splits"]},
+            fields={"splits": ["consider fewer splits, or narrow rebalancing's prefill and decode bounds"]},
         )
-    answer = run_simulator(
-        {
-            "buckets": buckets,
-            "splits": [list(s) for s in splits],
-            "ttft_ms": topology.slo_ttft_ms,
-            "tbt_ms": topology.slo_tbt_ms,
-            "scales": list(SCALES),
-        }
-    )
-    rows = answer["splits"]
-    best = max(rows, key=lambda r: (r["attainment"], r["goodput_rps"])) if rows else None
-    prefill, decode = role_replicas(topology.spec)
     requests = round(sum(b["rate"] * b["seconds"] for b in buckets))
     replayed = sum(b["seconds"] for b in buckets)
     whole = len(buckets) == len(recorded_buckets) and replayed >= sum(b["seconds"] for b in recorded_buckets)
@@ -217,16 +220,29 @@ def topology_whatif(*, topology: Any, window_seconds: int, end: float | None = N
         if whole
         else f"the latest {replayed:.0f} s of {len(recorded_buckets)} recorded minutes (the replay budget)"
     )
-    return {
-        "start": start,
-        "end": end,
-        "requests": requests,
-        "splits": rows,
-        "recommended": best,
-        "current": {"prefill": prefill, "decode": decode},
-        "note": (
-            f"{requests} requests replayed from {scope} on the sandbox's engine "
-            "performance model (virtual clock); goodput = highest rate (0.5×–2× the recorded one) at which "
-            "≥ 90 % of requests meet both TTFT and TBT targets"
-        ),
-    }
+    note = (
+        f"{requests} requests replayed from {scope} on the sandbox's engine performance model (virtual "
+        "clock); goodput = highest rate (0.5×–2× the recorded one) at which ≥ 90 % of requests meet both "
+        "TTFT and TBT targets"
+    )
+    return Replay(buckets, splits, ttft_ms, tbt_ms, note, requests)
+
+
+def replay_split(replay: Replay, split: tuple[int, int]) -> dict[str, Any]:
+    """One split's row (attainment, goodput, failed) from the simulator."""
+    answer = run_simulator(
+        {
+            "buckets": replay.buckets,
+            "splits": [list(split)],
+            "ttft_ms": replay.ttft_ms,
+            "tbt_ms": replay.tbt_ms,
+            "scales": list(SCALES),
+        }
+    )
+    row: dict[str, Any] = answer["splits"][0]
+    return row
+
+
+def recommended(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The split with the best SLO attainment, goodput breaking ties."""
+    return max(rows, key=lambda r: (r["attainment"], r["goodput_rps"])) if rows else None
