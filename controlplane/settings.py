@@ -117,6 +117,7 @@ INSTALLED_APPS = [
     "gateway",
     "traces",
     "slo",
+    "workload",
 ]
 
 MIDDLEWARE = [

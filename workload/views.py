@@ -1,0 +1,41 @@
+"""The topology page's hit-rate panel: the last hour's breakdown (workload.selectors)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from workload import selectors
+
+PANEL_WINDOW_S = 3600
+VERDICT = {  # verdict → (state colour, label)
+    "routing": ("warn", "routing loses the reuse"),
+    "engine": ("warn", "the engines lose the reuse"),
+    "fine": ("ok", "no large loss"),
+    "little_reuse": ("unknown", "little reuse"),
+    "unknown": ("unknown", "not known yet"),
+}
+
+
+def panel_context(topology: Any) -> dict[str, Any]:
+    end = time.time()
+    found = selectors.hit_rate_breakdown(topology_id=topology.pk, start=end - PANEL_WINDOW_S, end=end)
+    rows = [
+        ("Reuse available", found.reuse, "requests repeating a prefix seen earlier in the hour"),
+        (
+            "Routed warm",
+            found.routed_warm,
+            "of those, placed on an instance that had served the prefix"
+            + (f" (from {found.routed_source})" if found.routed_source else " (no kept trace names one yet)"),
+        ),
+        ("Delivered", found.delivered, "the engines' prefix-cache hit rate (tokens)"),
+    ]
+    return {
+        "topology": topology,
+        "hit": found,
+        "rows": [
+            (label, value, None if value is None else round(value * 100), note) for label, value, note in rows
+        ],
+        "state": VERDICT[found.verdict][0],
+        "label": VERDICT[found.verdict][1],
+    }
