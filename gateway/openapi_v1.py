@@ -430,6 +430,9 @@ def paths() -> dict[str, dict[str, Any]]:
 def v1_paths(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """drf-spectacular post-processing hook (after ``gateway.openapi.responses_path``): the other
     gateway endpoints and their components."""
+    from traces.openapi import paths as traces_paths
+
     result.setdefault("paths", {}).update(paths())
+    result["paths"].update(traces_paths())
     result.setdefault("components", {}).setdefault("schemas", {}).update(openapi30(COMPONENTS))
     return result
