@@ -1,6 +1,13 @@
 """Rebalancing under a fixed budget of 8 instances, on the virtual-clock simulator (the sandbox's own
 engine performance model): every static split, a Dynamo-style reactive rule, and Tandem's planner.
 
+This compares mechanisms as much as policies (the reactive rule pays a model load per move where
+``tandem-ip`` switches in place, drains may run 120 s, a failed switch is retried, W2's peak needs more
+than 8 instances, and Tandem's settings were chosen on these three workloads). The fair comparison, one
+mechanism for every policy, the product's drain timeout and failure semantics, a Dynamo SLA-planner
+baseline, seeds with intervals and held-out workloads, is bench/rebalance_fair.py
+(docs/rebalancing-bench.md).
+
 Workloads (the lengths are the issue's; rates, phases and periods are ours, chosen as follows):
 
 - W1 mix shift, four phases of --phase seconds (default 10 minutes; a real mix shift, e.g. a batch of
