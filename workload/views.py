@@ -28,7 +28,12 @@ def panel_context(topology: Any) -> dict[str, Any]:
             "of those, placed on an instance that had served the prefix"
             + (f" (from {found.routed_source})" if found.routed_source else " (no kept trace names one yet)"),
         ),
-        ("Delivered", found.delivered, "the engines' prefix-cache hit rate (tokens)"),
+        (
+            "Delivered",
+            found.delivered,
+            "the engines' prefix-cache hit rate (tokens)"
+            + ("" if found.delivered is not None else ": no telemetry in the hour"),
+        ),
     ]
     return {
         "topology": topology,
