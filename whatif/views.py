@@ -137,12 +137,15 @@ def apply(request: HttpRequest, pk: int) -> HttpResponse:
     except DomainError as error:
         _refused(request, "Split not applied", error)
         return _page(run.topology_id, run.pk)
+    topology_url = reverse("topologies:detail", args=[run.topology_id])
     if outcome["rebalance"]:
         messages.success(
-            request, f"Rebalance #{outcome['rebalance']} to {prefill}P/{decode}D started (steps below)."
+            request,
+            f"Rebalance #{outcome['rebalance']} to {prefill}P/{decode}D started: its steps are in the "
+            f"topology's Rebalancing panel ({topology_url}#rebalancing).",
         )
-        return HttpResponseRedirect(reverse("topologies:detail", args=[run.topology_id]) + "#rebalancing")
-    messages.success(
-        request, f"Revision {outcome['revision']} saved with {prefill}P/{decode}D; deploy it to use it."
-    )
-    return HttpResponseRedirect(reverse("topologies:detail", args=[run.topology_id]))
+    else:
+        messages.success(
+            request, f"Revision {outcome['revision']} saved with {prefill}P/{decode}D; deploy it to use it."
+        )
+    return _page(run.topology_id, run.pk)
