@@ -26,7 +26,7 @@ from gateway.breaker import Breaker
 from gateway.errors import GatewayError
 from gateway.recorder import BreakerRecord, recorder
 from gateway.routes import RouteEntry
-from gateway.sse import SseReader, StreamStats, event_data, inspect_chunk
+from gateway.sse import SseReader, StreamStats, cached_of, event_data, inspect_chunk
 from keys import tokens
 from keys.hotpath import KeyRefused
 
@@ -47,6 +47,7 @@ class Outcome:
     started: bool = False  # the response start went to the client: no error body, no fallback now
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int | None = None  # prompt tokens from the prefix cache, when the engine reports them
     ttft_ms: float | None = None
     streamed_chunks: int = 0  # chunks of a stream relayed so far (about one token each)
     # A verification probe: it always tries the cluster and neither reads nor moves the breaker that
@@ -345,6 +346,7 @@ def _count_usage(body: bytes, outcome: Outcome) -> None:
     if isinstance(usage, dict):
         outcome.prompt_tokens = int(usage.get("prompt_tokens") or 0)
         outcome.completion_tokens = int(usage.get("completion_tokens") or 0)
+        outcome.cached_tokens = cached_of(usage)
 
 
 async def serve(
@@ -409,6 +411,7 @@ async def relay_stream(
             await send({"type": "http.response.body", "body": b"".join(out), "more_body": True})
     await send({"type": "http.response.body", "body": reader.rest(), "more_body": False})
     outcome.prompt_tokens, outcome.completion_tokens = stats.prompt_tokens, stats.completion_tokens
+    outcome.cached_tokens = stats.cached_tokens
 
 
 def record_auth_failure(refused: KeyRefused, *, source_ip: str | None, path: str, token: str) -> None:

@@ -65,8 +65,17 @@ def event_data(event: bytes) -> bytes | None:
 class StreamStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int | None = None  # usage.prompt_tokens_details.cached_tokens, when the engine says
     first_content: bool = False
     chunks: list[Any] = field(default_factory=list)
+
+
+def cached_of(usage: dict[str, Any]) -> int | None:
+    """Prompt tokens served from the prefix cache, as OpenAI's usage reports them (vLLM does with
+    --enable-prompt-tokens-details), or None when the answer does not say."""
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if isinstance(cached, int) and not isinstance(cached, bool) else None
 
 
 def inspect_chunk(data: bytes, stats: StreamStats) -> tuple[bool, dict[str, Any] | None]:
@@ -83,6 +92,7 @@ def inspect_chunk(data: bytes, stats: StreamStats) -> tuple[bool, dict[str, Any]
     if isinstance(usage, dict):
         stats.prompt_tokens = int(usage.get("prompt_tokens") or 0)
         stats.completion_tokens = int(usage.get("completion_tokens") or 0)
+        stats.cached_tokens = cached_of(usage)
     choices = chunk.get("choices")
     if choices:
         stats.first_content = True

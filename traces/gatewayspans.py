@@ -73,6 +73,7 @@ def note(outcome: Any, *, endpoint: str, latency_ms: float) -> str:
         ttft_ms=outcome.ttft_ms,
         prompt_tokens=outcome.prompt_tokens,
         completion_tokens=outcome.completion_tokens,
+        cached_tokens=outcome.cached_tokens,
     )
     buffer = _buffers.setdefault(id(loop), [])
     if len(buffer) < MAX_BUFFER:

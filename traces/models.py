@@ -39,6 +39,8 @@ class Trace(models.Model):
     ttft_ms = models.FloatField(null=True, blank=True)
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
+    # Prompt tokens served from the prefix cache, as the answer's usage said (None: it did not say).
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]

@@ -35,6 +35,7 @@ def trace_waterfall(*, trace: Trace) -> Waterfall:
         "backend": trace.backend,
         "prompt_tokens": trace.prompt_tokens,
         "completion_tokens": trace.completion_tokens,
+        "cached_tokens": trace.cached_tokens,
     }
     return build(
         values,

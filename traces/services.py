@@ -192,6 +192,7 @@ class GatewayTrace:
     ttft_ms: float | None
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int | None = None
 
 
 @transaction.atomic
@@ -217,6 +218,7 @@ def gateway_traces_store(*, records: list[GatewayTrace]) -> None:
                 ttft_ms=r.ttft_ms,
                 prompt_tokens=r.prompt_tokens,
                 completion_tokens=r.completion_tokens,
+                cached_tokens=r.cached_tokens,
             )
             for r in records
         ],
@@ -242,6 +244,7 @@ def gateway_traces_store(*, records: list[GatewayTrace]) -> None:
                     "gen_ai.request.model": r.model,
                     "gen_ai.usage.prompt_tokens": r.prompt_tokens,
                     "gen_ai.usage.completion_tokens": r.completion_tokens,
+                    "tandem.cached_tokens": r.cached_tokens,
                     "tandem.ttft_ms": r.ttft_ms,
                     "tandem.kept": r.kept,
                 },

@@ -187,5 +187,9 @@ def build(
         status=int(trace.get("status") or 0),
     )
     prompt = trace.get("prompt_tokens")
-    tokens = {"prompt": prompt, "output": trace.get("completion_tokens"), "cached": None}
+    tokens = {
+        "prompt": prompt,
+        "output": trace.get("completion_tokens"),
+        "cached": trace.get("cached_tokens"),
+    }
     return Waterfall(total_ms=total, bars=bars, missing=missing, tokens=tokens)

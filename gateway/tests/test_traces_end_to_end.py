@@ -68,7 +68,7 @@ def test_a_slow_request_is_one_trace_with_the_engines_spans_under_the_gateways(
                 "OTEL_BSP_SCHEDULE_DELAY": "100",
                 "OTEL_SERVICE_NAME": "vllm",
             }
-            args = (MODEL, "--otlp-traces-endpoint", f"{base}/v1/traces")
+            args = (MODEL, "--otlp-traces-endpoint", f"{base}/v1/traces", "--enable-prompt-tokens-details")
             async with PDStack(model=MODEL, env=env, args=args) as stack:
                 await asyncio.to_thread(
                     route_update,
@@ -97,6 +97,7 @@ def test_a_slow_request_is_one_trace_with_the_engines_spans_under_the_gateways(
         trace = wait_for(lambda: Trace.objects.filter(trace_id=CALLER_TRACE).first(), 5)
     assert trace is not None and trace.kept == "slow", log.read_text()[-3000:]
     assert trace.reason.startswith("TTFT")
+    assert trace.cached_tokens is not None and trace.prompt_tokens > 0  # the stream's usage, as vLLM sends it
     spans = {s.span_id: s for s in Span.objects.filter(trace_id=CALLER_TRACE)}
     gateway = spans[trace.gateway_span_id]
     assert gateway.parent_span_id == "00f067aa0ba902b7"  # under the caller's span

@@ -55,3 +55,15 @@ def test_every_hop_without_a_span_is_named_with_why():
     assert fallback.missing == [
         "The fallback upstream answered: it is outside the cluster and sends Tandem no spans."
     ]
+
+
+def test_cached_tokens_are_read_from_the_answers_usage_when_it_has_them():
+    from gateway.sse import cached_of
+
+    assert cached_of({"prompt_tokens": 900, "prompt_tokens_details": {"cached_tokens": 768}}) == 768
+    assert cached_of({"prompt_tokens": 900, "prompt_tokens_details": None}) is None
+    assert cached_of({"prompt_tokens": 900}) is None
+    waterfall = build(
+        {**TRACE, "cached_tokens": 768}, [GATEWAY], engine="vllm", tracing="on", has_router=True
+    )
+    assert waterfall.tokens == {"prompt": 900, "output": 20, "cached": 768}
