@@ -12,6 +12,9 @@
   (all in one pairing group), the model is `tandem.io/model`, and `tandem.io/timeout-seconds`,
   `tandem.io/retry-attempts`, `tandem.io/retry-interval-ms` set the policy. The Service's
   `status.loadBalancer.ingress[0].ip` and its `sandbox.tandem.io/router-url` annotation say where.
+* Either may carry `sandbox.tandem.io/router-policy: round-robin`: the router then ignores prefixes
+  (no affinity, no `kthena_router_prefix_cache_match_ratio` observations); `prefix-aware` (the default)
+  routes a known prefix to the pod that served it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,14 @@ from sandbox.controllers.loadbalancer import Forwarders
 from sandbox.router.farm import Endpoint, RouterFarm, RouterSpec
 
 URL_ANNOTATION = "sandbox.tandem.io/router-url"
+POLICY_ANNOTATION = "sandbox.tandem.io/router-policy"
+
+
+def prefix_aware(obj: dict[str, Any]) -> bool:
+    """The router's policy from its object's annotation: only `round-robin` ignores prefixes."""
+    return (obj["metadata"].get("annotations") or {}).get(POLICY_ANNOTATION) != "round-robin"
+
+
 ROUTE_PORT = 8080
 NET = "networking.serving.volcano.sh"
 DEFAULT_TIMEOUT = 60.0
@@ -184,6 +195,7 @@ class RouterController(Reconciler):
             timeout_seconds=parse_duration(policy.get("timeout"), DEFAULT_TIMEOUT),
             retry_attempts=int(retry.get("attempts") or 0),
             retry_interval_seconds=parse_duration(retry.get("retryInterval"), 0.1),
+            prefix_aware=prefix_aware(route),
         )
         server_names = [s["metadata"]["name"] for s in servers]
 
@@ -213,6 +225,7 @@ class RouterController(Reconciler):
             timeout_seconds=float(annotations.get("tandem.io/timeout-seconds") or DEFAULT_TIMEOUT),
             retry_attempts=int(annotations.get("tandem.io/retry-attempts") or 0),
             retry_interval_seconds=float(annotations.get("tandem.io/retry-interval-ms") or 100) / 1000,
+            prefix_aware=prefix_aware(service),
         )
         name = service["metadata"]["name"]
 

@@ -46,6 +46,9 @@ class RouterSpec:
     timeout_seconds: float
     retry_attempts: int
     retry_interval_seconds: float
+    # False: the `round-robin` policy, prefixes ignored (no affinity lookup, no match-ratio observation,
+    # as Kthena's router without its prefix-cache score plugin).
+    prefix_aware: bool = True
 
 
 @dataclass
@@ -263,20 +266,23 @@ class RouterFarm:
             decodes = [(e.pod_name, e.group) for e in ready if e.role == "decode"]
             boths = [e.pod_name for e in ready if e.role == "both"]
             choice = choose(
-                prefills, decodes, boths, hashes, router.affinity, router.inflight, exclude, router.turn
-            )
+                prefills, decodes, boths, hashes, router.affinity, router.inflight, exclude, router.turn,
+                prefix_aware=router.spec.prefix_aware,
+            )  # fmt: skip
             if choice is None and exclude:
                 # Every pod that could serve this failed once: try them again rather than give up.
                 exclude.clear()
                 choice = choose(
-                    prefills, decodes, boths, hashes, router.affinity, router.inflight, exclude, router.turn
-                )
+                    prefills, decodes, boths, hashes, router.affinity, router.inflight, exclude, router.turn,
+                    prefix_aware=router.spec.prefix_aware,
+                )  # fmt: skip
             if choice is None:
                 last = RouteError(
                     503, "no_endpoints", f"no ready prefill/decode pair serves {router.spec.model_name}"
                 )
                 continue
-            router.stats.match_ratio.observe(1.0 if choice.affinity_hit else 0.0)
+            if router.spec.prefix_aware:
+                router.stats.match_ratio.observe(1.0 if choice.affinity_hit else 0.0)
             if choice.prefill is not None:
                 p, d = by_name[choice.prefill], by_name[choice.decode]
                 router.stats.log(

@@ -3,7 +3,8 @@
 Prefill: prefix affinity first — the prompt's leading block hashes (block size 16, up to
 `AFFINITY_BLOCKS` blocks) are looked up deepest-first in a bounded table of which prefill pod
 served that prefix recently; a hit on a ready pod wins (its prefix cache holds those blocks).
-Otherwise the ready prefill pod with the fewest in-flight requests (ties in turn). Decode: among the
+Otherwise the ready prefill pod with the fewest in-flight requests (ties in turn). A router whose
+policy is `round-robin` skips the affinity lookup (prefix-blind, for comparison). Decode: among the
 ready decode pods of the prefill pod's group (the `pdGroup.groupKey` label value), the fewest
 in-flight. Without prefill pods, pods of role `both` serve whole requests.
 """
@@ -77,8 +78,14 @@ def choose(
     inflight: Mapping[str, int],
     exclude: set[str],
     turn: int = 0,
+    *,
+    prefix_aware: bool = True,
 ) -> Choice | None:
-    """`prefills`/`decodes` are (pod, group) of ready pods; `exclude` holds pods that just failed."""
+    """`prefills`/`decodes` are (pod, group) of ready pods; `exclude` holds pods that just failed.
+    ``prefix_aware=False`` ignores the affinity table: the fewest in-flight, ties in turn (round robin
+    when idle), like Kthena's scheduler without its `prefix-cache` score plugin."""
+    if not prefix_aware:
+        hashes = ()
     groups_with_decode = {group for pod, group in decodes if pod not in exclude}
     candidates = [
         (pod, group) for pod, group in prefills if pod not in exclude and group in groups_with_decode

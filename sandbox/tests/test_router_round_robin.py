@@ -1,0 +1,36 @@
+"""The router's prefix-blind policy: the same prefix goes round the pods instead of back to its pod."""
+
+from __future__ import annotations
+
+from sandbox.controllers.routers import prefix_aware
+from sandbox.router.policy import AffinityTable, choose
+
+PREFILLS = [("p-a", "g0"), ("p-b", "g0"), ("p-c", "g0")]
+DECODES = [("d-a", "g0")]
+
+
+def _placements(aware: bool) -> list[tuple[str | None, bool]]:
+    table = AffinityTable()
+    out: list[tuple[str | None, bool]] = []
+    for turn in range(6):
+        choice = choose(PREFILLS, DECODES, [], [7, 8], table, {}, set(), turn, prefix_aware=aware)
+        assert choice is not None and choice.prefill is not None
+        table.remember([7, 8], choice.prefill)
+        out.append((choice.prefill, choice.affinity_hit))
+    return out
+
+
+def test_round_robin_ignores_the_prefix_and_prefix_aware_returns_to_its_pod() -> None:
+    blind = _placements(aware=False)
+    assert [pod for pod, _ in blind] == ["p-a", "p-b", "p-c", "p-a", "p-b", "p-c"]
+    assert not any(hit for _, hit in blind)
+    aware = _placements(aware=True)
+    assert [pod for pod, _ in aware] == ["p-a"] * 6 and [hit for _, hit in aware] == [False] + [True] * 5
+
+
+def test_the_policy_annotation_chooses_round_robin() -> None:
+    assert (
+        prefix_aware({"metadata": {"annotations": {"sandbox.tandem.io/router-policy": "round-robin"}}})
+        is False
+    )
+    assert prefix_aware({"metadata": {}}) is True
