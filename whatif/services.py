@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from audit.services import audit_record
@@ -79,6 +80,8 @@ def whatif_run_create(
         first = next(iter(fields))
         raise DomainError(f"{first}: {fields[first][0]}", code="invalid", fields=fields)
     locked = Topology.objects.select_for_update().get(pk=topology.pk)
+    _reap(WhatIfRun.objects.filter(topology=locked))
+    _reap(WhatIfRun.objects.filter(requested_by=user))
     busy = WhatIfRun.objects.filter(topology=locked, state__in=ACTIVE_STATES).first()
     if busy is not None:
         raise Conflict(
@@ -149,6 +152,27 @@ def whatif_run_cancel(*, run: WhatIfRun, actor: Any, source_ip: str | None = Non
         detail={"run": locked.pk},
     )
     return locked
+
+
+def _reap(runs: Any) -> None:
+    """Fail runs whose job was lost (a worker gone for good, a message dropped): queued or running for longer
+    than ``STALE_RUNNING``, so they no longer hold the limits."""
+    stale = timezone.now() - STALE_RUNNING
+    for run in (
+        runs.select_for_update()
+        .filter(state__in=ACTIVE_STATES)
+        .filter(
+            Q(state=WhatIfState.QUEUED, created_at__lt=stale)
+            | Q(state=WhatIfState.RUNNING, started_at__lt=stale)
+        )
+    ):
+        minutes = STALE_RUNNING.total_seconds() // 60
+        _finish(
+            run,
+            WhatIfState.FAILED,
+            step="failed",
+            error=f"its job was lost (no progress for {minutes:.0f} min)",
+        )
 
 
 def _finish(run: WhatIfRun, state: str, *, step: str, error: str = "") -> None:

@@ -8,6 +8,7 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.utils import timezone
 
 from controlplane.api.errors import Conflict, DomainError
 from controlplane.broadcast import topology_group
@@ -97,6 +98,12 @@ def test_one_active_run_per_topology_and_two_per_person(make_topology, operator)
     assert refused.value.status_code == 429
     WhatIfRun.objects.filter(pk=run.pk).update(state=WhatIfState.SUCCEEDED)
     assert services.whatif_run_create(topology=third, user=operator, window_seconds=300).state == "queued"
+    # A run whose job was lost stops holding the limit once it is stale.
+    lost = WhatIfRun.objects.get(topology=second)
+    WhatIfRun.objects.filter(pk=lost.pk).update(created_at=timezone.now() - services.STALE_RUNNING * 2)
+    assert services.whatif_run_create(topology=second, user=operator, window_seconds=300).state == "queued"
+    lost.refresh_from_db()
+    assert lost.state == WhatIfState.FAILED and "its job was lost" in lost.error
 
 
 def test_no_recorded_traffic_fails_the_run_saying_so(make_topology, operator):
