@@ -149,6 +149,9 @@ def test_requests_are_recorded_in_batches(gateway):
     assert row.backend == "cluster" and row.status == 200 and row.completion_tokens > 0
     assert str(row.key_id) == str(gateway.key.pk) and not row.probe
     assert not row.stream and row.ttft_ms is None and row.latency_ms > 0  # a whole answer: no TTFT
+    from gateway.prefixgroup import prefix_group
+
+    assert row.prefix_group == prefix_group({"messages": [{"role": "user", "content": "Hi"}]})
 
 
 def test_cluster_down_without_fallback_is_a_clear_503(gateway):
