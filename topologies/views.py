@@ -74,6 +74,7 @@ _SECTIONS = {
     "rebalancing": ("rebalancing", "Rebalancing"),
     "gateway": ("gateway", "Gateway"),
     "slo": ("slo", "SLOs"),
+    "hit-rate": ("hit-rate", "Hit rate"),
 }
 
 
