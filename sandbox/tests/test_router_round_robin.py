@@ -34,3 +34,28 @@ def test_the_policy_annotation_chooses_round_robin() -> None:
         is False
     )
     assert prefix_aware({"metadata": {}}) is True
+
+
+async def test_a_round_robin_router_spreads_a_shared_prefix_and_counts_no_prefix_matches():
+    import dataclasses
+
+    import aiohttp
+
+    from sandbox.engine.testing import PDStack
+    from sandbox.tests.test_router_routing import FAST, _chat, _links, _router_metrics
+
+    async with PDStack(groups=1, prefill=3, decode=1, env=FAST) as stack, aiohttp.ClientSession() as session:
+        router = stack.routers.router("sim/router")
+        assert router is not None
+        router.spec = dataclasses.replace(router.spec, prefix_aware=False)
+        prefix = "system prompt shared by every request of this tenant " * 30
+        for i in range(9):
+            async with session.post(
+                f"{stack.router_url}/v1/chat/completions", json=_chat(f"{prefix} q{i}")
+            ) as r:
+                assert r.status == 200
+        pulls = await _links(session, stack.url("decode-0-0"))
+        assert sorted(pulls.values()) == [3, 3, 3], pulls  # each prefill pod served a third
+        samples = await _router_metrics(session, stack.router_url)
+        counts = [s.value for s in samples if s.name == "kthena_router_prefix_cache_match_ratio_count"]
+        assert counts in ([], [0.0])
