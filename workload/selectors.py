@@ -6,8 +6,10 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
 
+from django.db.models import Count
+
 from gateway.models import GatewayRequest
-from workload.hitrate import Explanation, explain, reuse, warmth_from_placements
+from workload.hitrate import Explanation, Reuse, explain, warmth_from_placements
 from workload.tracefile import TraceRequest
 
 ENGINE_SPAN = "llm_request"  # vLLM's request span (traces/waterfall.py reads the same)
@@ -60,9 +62,22 @@ def delivered_hit_rate(*, topology_id: int, start: float, end: float) -> float |
     return sum(values) / len(values) if values else None
 
 
+def reuse_counts(*, topology_id: int, start: float, end: float) -> Reuse:
+    """`hitrate.reuse` of the window's records, counted by the database: every request of a group
+    after its first is a repeat, so repeats = requests - distinct groups (one aggregate, no rows)."""
+    found = (
+        _records(topology_id, start, end)
+        .exclude(prefix_group="")
+        .order_by()
+        .aggregate(requests=Count("id"), groups=Count("prefix_group", distinct=True))
+    )
+    return Reuse(
+        requests=found["requests"], repeats=found["requests"] - found["groups"], groups=found["groups"]
+    )
+
+
 def hit_rate_breakdown(*, topology_id: int, start: float, end: float) -> Explanation:
-    groups = _records(topology_id, start, end).values_list("prefix_group", flat=True)
-    counts = reuse(groups.iterator(chunk_size=5000))
+    counts = reuse_counts(topology_id=topology_id, start=start, end=end)
     warmth = warmth_from_placements(placements(topology_id=topology_id, start=start, end=end))
     delivered = delivered_hit_rate(topology_id=topology_id, start=start, end=end)
     return explain(counts, warmth if warmth.repeats else None, delivered)
