@@ -79,6 +79,7 @@ def page(request: HttpRequest, pk: int) -> HttpResponse:
             "preview_error": preview_error,
             "can_write": user_has_role(request.user, Role.OPERATOR),
             "succeeded": WhatIfState.SUCCEEDED,
+            "active": next((r for r in runs if r.active), None),
         },
     )
 

@@ -17,7 +17,7 @@
       if (done) { return; }
       if (bar) { bar.value = ev.progress; }
       if (step) { step.textContent = ev.step; }
-      if (badge) { badge.textContent = ev.state; badge.className = "state state-" + ev.state; }
+      if (badge) { badge.textContent = ev.state.charAt(0).toUpperCase() + ev.state.slice(1); badge.className = "state state-" + ev.state; }
       if (ev.state !== "queued" && ev.state !== "running") { done = true; window.location.reload(); }
     }
     window.Tandem.live(section.dataset.ws, {

@@ -66,7 +66,8 @@ def test_an_operator_runs_a_what_if_and_applies_the_recommended_split(page, make
         page.click("[data-whatif-start] button[type=submit]")
         page.locator("[data-whatif-run] [data-progress]").wait_for(timeout=10_000)  # queued
         worker = _work(WhatIfRun.objects.get(topology=topology).pk)
-        page.locator("[data-whatif-run] [data-run-state]", has_text="running").wait_for(timeout=10_000)
+        page.locator("[data-whatif-run] [data-run-state]", has_text="Running").wait_for(timeout=10_000)
+        page.screenshot(path=str(SHOTS / "whatif-running-1440.png"))
         worker.join(30)
         page.locator("table[data-whatif] tr[data-recommended]").wait_for(timeout=30_000)  # reloaded when done
         run = WhatIfRun.objects.get(topology=topology)

@@ -1,0 +1,39 @@
+"""The what-if page's forms: a refused start says which field and how to fix it; operators start and cancel
+from the page; viewers read it without buttons."""
+
+from __future__ import annotations
+
+from django.test import Client
+
+from whatif.models import WhatIfRun, WhatIfState
+
+
+def _client(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_operators_start_and_cancel_from_the_page_and_refusals_name_the_fix(make_topology, operator, viewer):
+    topology = make_topology(budget=4)
+    client = _client(operator)
+    page = client.get(f"/what-if/topology/{topology.pk}/").content.decode()
+    assert 'value="1x3" checked' in page and 'value="3x1" checked' in page
+    refused = client.post(
+        f"/what-if/topology/{topology.pk}/start/", {"window_seconds": "900", "split": "4x4"}, follow=True
+    ).content.decode()
+    assert "What-if not started" in refused and "4P/4D not within the budget and bounds" in refused
+    started = client.post(
+        f"/what-if/topology/{topology.pk}/start/",
+        {"window_seconds": "900", "split": ["2x2", "3x1"]},
+        follow=True,
+    ).content.decode()
+    run = WhatIfRun.objects.get(topology=topology)
+    assert (
+        run.splits == [[2, 2], [3, 1]] and f"What-if #{run.pk} queued" in started and "data-cancel" in started
+    )
+    assert f'What-if <a href="?run={run.pk}">#{run.pk}</a> is queued' in started  # the start button waits
+    assert "data-cancel" not in _client(viewer).get(f"/what-if/topology/{topology.pk}/").content.decode()
+    cancelled = client.post(f"/what-if/run/{run.pk}/cancel/", follow=True).content.decode()
+    run.refresh_from_db()
+    assert run.state == WhatIfState.CANCELLED and "cancelled by operator" in cancelled
