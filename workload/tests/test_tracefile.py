@@ -65,3 +65,25 @@ def test_bad_lines_name_the_line_and_field(text: str, line: int, field: str) -> 
     with pytest.raises(TraceError) as caught:
         parse(text)
     assert (caught.value.line, caught.value.field) == (line, field)
+
+
+# kvcache-ai/Mooncake, FAST25-release/traces/conversation_trace.jsonl: its first three lines.
+CONVERSATION = (
+    '{"timestamp": 0, "input_length": 6758, "output_length": 500, "hash_ids": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, '
+    "10, 11, 12, 13]}\n"
+    '{"timestamp": 0, "input_length": 7322, "output_length": 490, "hash_ids": [0, 14, 15, 16, 17, 18, 19, '
+    "20, 21, 22, 23, 24, 25, 26, 27]}\n"
+    '{"timestamp": 0, "input_length": 7236, "output_length": 794, "hash_ids": [0, 28, 29, 30, 31, 32, 33, '
+    "34, 35, 36, 37, 38, 39, 40, 41]}\n"
+)
+
+
+def test_mooncake_conversation_lines_arrive_together_sharing_their_first_block() -> None:
+    chosen, requests = parse(CONVERSATION)
+    assert chosen == "mooncake"
+    assert [(r.arrival_ms, r.prompt_tokens, r.output_tokens) for r in requests] == [
+        (0, 6758, 500),
+        (0, 7322, 490),
+        (0, 7236, 794),
+    ]
+    assert len({r.prefix_group for r in requests}) == 1
