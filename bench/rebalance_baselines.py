@@ -1,9 +1,10 @@
 """The rebalancing benchmark's baselines beside the static splits: the simple reactive rule, and a
 re-implementation faithful to Dynamo's SLA planner.
 
-Dynamo's SLA planner, as its docs and source describe it (ai-dynamo/dynamo at b6f3161:
-``docs/architecture/sla_planner.md``, ``components/planner/src/dynamo/planner/utils/planner_core.py``
-``Planner.observe_metrics`` / ``make_adjustments``, ``.../utils/load_predictor.py``, defaults in
+Dynamo's SLA planner, as its docs and source describe it (ai-dynamo/dynamo, the stored versions:
+``docs/architecture/sla_planner.md`` at f9eb7ad,
+``components/planner/src/dynamo/planner/utils/planner_core.py`` at b6f3161, ``Planner.observe_metrics``
+/ ``make_adjustments``, ``.../utils/load_predictor.py``, defaults in
 ``.../defaults.py``), every ``adjustment_interval``:
 
 1. observes over the last interval the request count, mean ISL and OSL, mean TTFT, mean ITL and mean
