@@ -51,7 +51,7 @@ from sandbox.engine.httpbase import (
     unauthorized,
 )
 from sandbox.engine.openai import VLLM_VERSION
-from sandbox.engine.planes import ALL, PLANE_RESOLVER, PlaneResolver, plane_guard
+from sandbox.engine.planes import ALL, PLANE_RESOLVER, TENT, PlaneResolver, plane_guard
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -88,6 +88,10 @@ async def health(request: web.Request) -> web.Response:
 
 async def metrics(request: web.Request) -> web.Response:
     engine = engine_of(request)
+    if TENT in request.app[PLANE_RESOLVER](request):  # Mooncake's transfer engine's own port
+        return web.Response(
+            body=engine.tent.render().encode(), headers={"Content-Type": PROMETHEUS_CONTENT_TYPE}
+        )
     delay = engine.faults.delay_seconds("metrics")
     if delay:
         await asyncio.sleep(delay)

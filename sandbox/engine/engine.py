@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.engine import clock, connector_logs
+from sandbox.engine import clock, connector_logs, tent
 from sandbox.engine import links as L
 from sandbox.engine.config import PerfConfig, api_key
 from sandbox.engine.faults import FaultSet
@@ -45,6 +45,8 @@ class SimEngine:
         self.cfg = cfg
         self.role = spec.role
         self.family = connector_family(spec.kv_connector)
+        self.tent = tent.TentCounters()  # Mooncake's transfer engine, served on its own port
+        self.tent_port = tent.tent_port(spec.env_dict(), self.family)
         self._lookup = lookup
         self.store = store  # the Mooncake Store this engine's master serves (shared by its clients)
         self.stats = EngineStats()
@@ -235,9 +237,14 @@ class SimEngine:
             return False
         num_bytes = held.prompt_len * self.cfg.kv_bytes_per_token
         slow = fault if fault is not None and fault.kind == "link_slow" else None
-        seconds = self.cfg.transfer_seconds(
-            num_bytes, slow.factor if slow else 1.0, slow.delay_ms if slow else 0.0
-        )
+        factor = slow.factor if slow else 1.0
+        if peer.family == "mooncake":  # Mooncake's prefill writes the KV through its transfer engine
+            transport = "rdma"
+            if peer.faults.take("kv_transport_fallback"):
+                transport, factor = "tcp", factor * tent.TCP_SLOWDOWN
+                peer.tent.fail_over("rdma", "tcp")
+            peer.tent.write(transport, num_bytes)
+        seconds = self.cfg.transfer_seconds(num_bytes, factor, slow.delay_ms if slow else 0.0)
         # One link moves one KV cache at a time: concurrent pulls queue behind each other.
         now = clock.now()
         link.busy_until = max(now, link.busy_until) + seconds * self.cfg.time_scale

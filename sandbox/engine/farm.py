@@ -21,7 +21,7 @@ from aiohttp import web
 from sandbox.engine.app import build_app
 from sandbox.engine.config import perf_config
 from sandbox.engine.engine import SimEngine
-from sandbox.engine.planes import ALL, socket_planes
+from sandbox.engine.planes import ALL, METRICS, TENT, socket_planes
 from sandbox.engine.prefix_cache import PrefixCache
 from sandbox.engine.real import RealEngines, wants_real
 from sandbox.engine.spec import EngineArgumentError, EngineSpec
@@ -102,10 +102,12 @@ class EngineFarm:
     async def _open_planes(self, engine: SimEngine, runner: web.AppRunner) -> None:
         """MindIE's management and metrics planes on their own ports, when its config gives them."""
         spec = engine.spec
-        if spec.management_port is None and spec.metrics_port is None:
+        if spec.management_port is None and spec.metrics_port is None and engine.tent_port is None:
             return
         by_port = socket_planes(spec.port, spec.management_port, spec.metrics_port)
         self._planes[(engine.ip, engine.port)] = by_port.pop(spec.port)
+        if engine.tent_port is not None:  # TENT's /metrics only, on its own port
+            by_port[engine.tent_port] = frozenset({METRICS, TENT})
         engine.plane_ports = {}
         for port, planes in by_port.items():
             site = web.TCPSite(runner, engine.ip, port, reuse_address=True)

@@ -15,6 +15,9 @@ Body: {"kind": KIND, ...options}. Kinds and options:
   stays flat), no failure is counted and the request succeeds; the prefill's KV waits and expires.
 - `kv_expire` (on a prefill): the KV it holds for decode expires before the decode pulls it
   (`vllm:nixl_num_kv_expired_reqs` rises here); the decode finds none and prefills again.
+- `kv_transport_fallback` (on a Mooncake prefill, the side whose transfer engine writes the KV): its
+  transfers fall back from rdma to tcp (`tent_transport_failover_total{from="rdma",to="tcp"}` on its TENT
+  port, bytes counted under `transport="tcp"`); they succeed, 4x slower.
 Every kind takes `count` (apply to the next N requests only, then expire) and `probability` (0..1).
 """
 
@@ -35,6 +38,7 @@ KINDS = (
     "crash",
     "kv_not_delivered",
     "kv_expire",
+    "kv_transport_fallback",
 )
 HTTP_KINDS = ("http_5xx", "http_401", "http_429", "non_json")
 TARGETS = ("inference", "metrics", "all")

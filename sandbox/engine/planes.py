@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 BUSINESS, MANAGEMENT, METRICS = "service", "management", "metrics"
+TENT = "tent"  # Mooncake's transfer engine's own /metrics port (``sandbox.engine.tent``)
 ALL = frozenset({BUSINESS, MANAGEMENT, METRICS})
 PlaneResolver = Callable[[web.Request], frozenset[str]]
 PLANE_RESOLVER: web.AppKey[PlaneResolver] = web.AppKey("plane_resolver")

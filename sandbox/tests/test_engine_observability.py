@@ -158,3 +158,47 @@ async def test_a_connector_delivering_nothing_and_kv_expiring_show_only_in_the_e
             await _through_pair(session, prefill, decode, "late-0", "third " * 40) == 200
         )  # recomputed on decode
         assert (await _metrics(session, prefill))[("vllm:nixl_num_kv_expired_reqs_total", BASE)] == 1
+
+
+async def test_a_mooncake_prefill_serves_tent_metrics_and_the_fallback_fault_moves_transfers_to_tcp():
+    """TENT's /metrics on its own port in the real shape (kvcache-ai/Mooncake tent_metrics.h), parsed by
+    telemetry into the fields the "KV transport fell back" problem is judged on."""
+    from telemetry.datapath import PodWindow, transport_fallback
+    from telemetry.derive import pod_window
+    from telemetry.parse import LineParser
+
+    env = {**FAST, "TENT_METRICS_ENABLED": "true", "TENT_METRICS_HTTP_PORT": "9100"}
+    async with (
+        PDStack(kv_connector="MooncakeConnectorV1", env=env) as stack,
+        aiohttp.ClientSession() as session,
+    ):
+        prefill, decode = stack.url("prefill-0-0"), stack.url("decode-0-0")
+        tent = prefill.rsplit(":", 1)[0] + ":9100"
+        async with session.get(f"{tent}/v1/models") as response:
+            assert response.status == 404  # that port serves TENT's metrics only
+        assert await _through_pair(session, prefill, decode, "rdma-0") == 200
+        async with session.get(f"{tent}/metrics") as response:
+            before_text = await response.text()
+        assert "# TYPE tent_write_bytes_total counter" in before_text
+        before = await _metrics(session, tent)
+        assert before[("tent_write_bytes_total", (("transport", "rdma"),))] > 0
+        assert not any(name == "tent_transport_failover_total" for name, _ in before)
+        fault = {"kind": "kv_transport_fallback", "count": 1}
+        assert (await session.post(f"{prefill}/sandbox/faults", json=fault)).status == 201
+        assert await _through_pair(session, prefill, decode, "tcp-0", "other " * 40) == 200
+        async with session.get(f"{tent}/metrics") as response:
+            after_text = await response.text()
+        after = await _metrics(session, tent)
+        assert after[("tent_transport_failover_total", (("from", "rdma"), ("to", "tcp")))] == 1
+        assert after[("tent_write_bytes_total", (("transport", "tcp"),))] > 0
+    parser = LineParser()
+    first, second = parser.parse(before_text, ts=1.0), parser.parse(after_text, ts=3.0)
+    window, _ = pod_window(second, first)
+    problem = transport_fallback([PodWindow("prefill-0-0", "prefill", window, None)], 2.0)
+    assert problem is not None and problem["name"] == "KV transport fell back"
+    assert "rdma → tcp ×1" in problem["detail"] and "over TCP" in problem["detail"], problem["detail"]
+    from gateway.pdcheck import judge_pd
+
+    snapshot = {"interval_s": 2.0, "ts": 3.0, "roles": {"prefill": {}, "decode": {}}}
+    passed, summary, _ = judge_pd({**snapshot, "health": {"problems": [problem]}}, now=3.5)
+    assert not passed and "KV transport fell back" in summary, summary
