@@ -111,6 +111,7 @@ INSTALLED_APPS = [
     "topologies",
     "deployments",
     "telemetry",
+    "perfmodel",
     "rebalancing",
     "whatif",
     "keys",

@@ -13,6 +13,7 @@ api_v1: list[URLPattern | URLResolver] = [
     path("", include("topologies.api.urls")),
     path("", include("deployments.api.urls")),
     path("", include("telemetry.api.urls")),
+    path("", include("perfmodel.api.urls")),
     path("", include("rebalancing.api.urls")),
     path("", include("whatif.api.urls")),
     path("", include("keys.api.urls")),

@@ -308,3 +308,25 @@ def topology_live_context(topology: Any) -> dict[str, Any]:
         "snapshot": latest_snapshot(topology_id=topology.pk),
         "interval_s": float(settings.TELEMETRY_INTERVAL_SECONDS),
     }
+
+
+def raw_points(
+    *, topology_id: int, prefixes: tuple[str, ...], start: float, end: float
+) -> dict[str, list[tuple[float, float]]]:
+    """Raw (ts, value) points in [start, end) of the topology's series whose names start with one of
+    ``prefixes`` (e.g. ``("role.", "link.")``), oldest first: every collection interval as stored."""
+    query = Series.objects.filter(topology_id=topology_id)
+    names = {
+        sid: name
+        for sid, name in query.values_list("id", "name")
+        if any(name.startswith(prefix) for prefix in prefixes)
+    }
+    out: dict[str, list[tuple[float, float]]] = {name: [] for name in names.values()}
+    rows = Point.objects.filter(
+        series_id__in=list(names),
+        ts__gte=datetime.fromtimestamp(start, tz=UTC),
+        ts__lt=datetime.fromtimestamp(end, tz=UTC),
+    ).order_by("ts")
+    for sid, ts, value in rows.values_list("series_id", "ts", "value").iterator(chunk_size=5000):
+        out[names[sid]].append((ts.timestamp(), value))
+    return out
