@@ -38,6 +38,8 @@ from telemetry.snapshot import (
     Totals,
     empty_metrics,
 )
+from telemetry.tent import PREFIX as TENT_PREFIX
+from telemetry.tent import has_tent, keep_previous_tent
 
 SERVING_ROLES = ("prefill", "decode", "both")
 PROBE_IDS_KEPT = 3
@@ -95,6 +97,7 @@ class PodTarget:
     group: str = ""  # the serving group (Kthena): pods pair only inside their group
     container: str | None = None  # the serving container, when the pod has several (for its log)
     devices: tuple[str, ...] = ()  # its NPUs' device IPs (Ascend device plugin), named by LLM-DataDist
+    tent_port: int | None = None  # Mooncake's transfer engine's own /metrics, read as part of this pod
 
 
 @dataclass
@@ -102,6 +105,7 @@ class PodResult:
     target: PodTarget
     raw: RawSample | None = None
     error: str | None = None  # why /metrics could not be read (None when skipped by back-off)
+    tent_error: str | None = None  # why the transfer engine's /metrics could not be read
     skipped: bool = False  # not scraped this interval (back-off)
     extra: dict[str, object] = field(default_factory=dict)
 
@@ -158,8 +162,14 @@ def build_snapshot(
         restarted = False
         if result.raw is not None:
             window, restarted = pod_window(result.raw, previous)
-            new_state["pods"][target.name] = result.raw
+            # TENT's first sample (or the first after a gap) starts its window: no increments yet
+            if not has_tent(previous):
+                window.deltas = {k: v for k, v in window.deltas.items() if not k.startswith(TENT_PREFIX)}
+            kept = keep_previous_tent(result.raw, previous) if result.tent_error else result.raw
+            new_state["pods"][target.name] = kept
             windows[target.name] = window
+        if result.tent_error is not None:
+            extra.append(f"{target.name}: {result.tent_error}")
         elif previous is not None:
             new_state["pods"][target.name] = previous
         if result.error is not None:

@@ -17,16 +17,17 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import aiohttp
 from yarl import URL
 
 from controlplane.loopthread import LoopThread
 from telemetry.assemble import PodResult, PodTarget
-from telemetry.parse import LineParser
+from telemetry.parse import LineParser, RawSample
 from telemetry.probe import ProbeResult, ProbeTarget, probe_all
 from telemetry.sources import DIRECT, PrometheusSource, Transport, prometheus_results
+from telemetry.tent import merge_tent, tent_unreachable
 
 MAX_CONNECTIONS = 512
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -71,6 +72,26 @@ async def _get_text(
         return response.status, body.decode("utf-8", errors="replace")
 
 
+async def _scrape_tent(
+    session: aiohttp.ClientSession,
+    target: PodTarget,
+    *,
+    timeout_s: float,
+    parser: LineParser | None,
+    transport: Transport,
+) -> tuple[RawSample | None, str | None]:
+    """The transfer engine's own ``/metrics`` of the pod (TENT's port): its samples, or why not."""
+    assert target.tent_port is not None
+    url = transport.url(replace(target, port=target.tent_port), "metrics")
+    try:
+        status, text = await _get_text(session, url, timeout_s, transport)
+        if status != 200:
+            return None, tent_unreachable(target.tent_port, transport.failure(status, text, url))
+        return (parser or LineParser()).parse(text, ts=time.time()), None
+    except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+        return None, tent_unreachable(target.tent_port, transport.prefix + _describe(exc, url, timeout_s))
+
+
 async def scrape_pod(
     session: aiohttp.ClientSession,
     request: ScrapeRequest,
@@ -78,9 +99,31 @@ async def scrape_pod(
     timeout_s: float,
     parser: LineParser | None = None,
     transport: Transport = DIRECT,
+    tent_parser: LineParser | None = None,
 ) -> PodResult:
-    """One pod's ``/metrics`` over ``transport``: directly, or through the API server."""
+    """One pod's ``/metrics`` over ``transport``: directly, or through the API server; with its
+    transfer engine's (TENT's port) read at the same time and merged into the pod's samples."""
     target = request.target
+    if target.tent_port is None:
+        return await _scrape_engine(session, target, timeout_s=timeout_s, parser=parser, transport=transport)
+    result, (tent, tent_error) = await asyncio.gather(
+        _scrape_engine(session, target, timeout_s=timeout_s, parser=parser, transport=transport),
+        _scrape_tent(session, target, timeout_s=timeout_s, parser=tent_parser, transport=transport),
+    )
+    result.tent_error = tent_error
+    if result.raw is not None and tent is not None:
+        result.raw = merge_tent(result.raw, tent)
+    return result
+
+
+async def _scrape_engine(
+    session: aiohttp.ClientSession,
+    target: PodTarget,
+    *,
+    timeout_s: float,
+    parser: LineParser | None,
+    transport: Transport,
+) -> PodResult:
     result = PodResult(target=target)
     url = transport.url(target, "metrics")
     try:
@@ -106,10 +149,10 @@ async def scrape_all(
     if parsers is not None and len(parsers) > MAX_PARSERS:
         parsers.clear()
 
-    def parser_for(target: PodTarget) -> LineParser | None:
+    def parser_for(target: PodTarget, port: int | None = None) -> LineParser | None:
         if parsers is None:
             return None
-        return parsers.setdefault(f"{target.ip}:{target.port}", LineParser())
+        return parsers.setdefault(f"{target.ip}:{port or target.port}", LineParser())
 
     tasks = [
         asyncio.ensure_future(
@@ -119,6 +162,7 @@ async def scrape_all(
                 timeout_s=timeout_s,
                 parser=parser_for(r.target),
                 transport=transport,
+                tent_parser=parser_for(r.target, r.target.tent_port) if r.target.tent_port else None,
             )
         )
         for r in requests

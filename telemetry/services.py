@@ -27,7 +27,7 @@ from telemetry.models import LatestSnapshot, Point, Rollup, RollupCursor, Series
 from telemetry.series import snapshot_points
 from telemetry.signals import interval_collected
 from telemetry.snapshot import Event, OverviewMessage, TelemetryMessage, TopologySnapshot, empty_snapshot
-from telemetry.targets import device_ips, scrape_port
+from telemetry.targets import device_ips, scrape_port, tent_port
 from topologies.models import Topology
 from topologies.selectors import pod_selector as topology_pod_selector
 
@@ -43,7 +43,7 @@ _series_epochs: dict[int, int] = {}
 
 
 def pod_targets(
-    pods: Iterable[kube.PodInfo], *, engine: str = "", spec_port: int | None = None
+    pods: Iterable[kube.PodInfo], *, engine: str = "", spec_port: int | None = None, kv_connector: str = ""
 ) -> list[PodTarget]:
     """The pods worth scraping: not being deleted, not the router; role from Tandem's serving-role label
     (else its role label or Kthena's); the port per engine (MindIE: its metrics plane) and the NPU
@@ -70,6 +70,7 @@ def pod_targets(
                 group=pod.labels.get(GROUP_LABEL, ""),
                 container=pod.serving_container,
                 devices=device_ips(pod.annotations),
+                tent_port=tent_port(engine, kv_connector, pod.container_ports),
             )
         )
     return targets
@@ -106,7 +107,12 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         settings=source,
         conn=conn,
         topology=topology,
-        targets=pod_targets(pods, engine=topology.engine, spec_port=_spec_port(topology.spec)),
+        targets=pod_targets(
+            pods,
+            engine=topology.engine,
+            spec_port=_spec_port(topology.spec),
+            kv_connector=topology.kv_connector,
+        ),
         state=dict(state),
         now=now,
         interval=interval,

@@ -27,6 +27,7 @@ import aiohttp
 from kube.proxy import ProxyTransport, describe_proxy_failure
 from telemetry.assemble import PodResult, PodTarget
 from telemetry.parse import LineParser
+from telemetry.tent import has_tent, tent_unreachable
 
 SOURCES = ("direct", "proxy", "prometheus")
 # Labels Prometheus adds (target and job labels); the engines' own labels are kept.
@@ -273,5 +274,12 @@ async def prometheus_results(
         except ValueError as exc:
             results.append(PodResult(target=target, error=f"{source.label}: unreadable samples ({exc})"))
             continue
-        results.append(PodResult(target=target, raw=raw))
+        result = PodResult(target=target, raw=raw)
+        if target.tent_port is not None and not has_tent(raw):
+            # TENT's port is its own scrape target there, found by the same pod label
+            result.tent_error = tent_unreachable(
+                target.tent_port,
+                f"{source.label} has no tent_* samples of pod {target.name}: scrape its port tent-metrics",
+            )
+        results.append(result)
     return results

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from rebalancing.inplace import ascend_devices
-from topologies.render.engine import mindie_metrics_port
+from topologies.render.engine import TENT_METRICS_PORT, mindie_metrics_port
 
 DEFAULT_PORT = 8000
 MINDIE_METRICS_DEFAULT = 1027  # MindIE-LLM src/include/config/config_info.h metricsPort
@@ -32,3 +32,11 @@ def scrape_port(engine: str, ports: tuple[int, ...], spec_port: int | None = Non
 def device_ips(annotations: dict[str, str]) -> tuple[str, ...]:
     """The pod's NPU device IPs from the device plugin's annotation (() without NPUs)."""
     return tuple(ip for _, ip in ascend_devices(annotations))
+
+
+def tent_port(engine: str, kv_connector: str, ports: tuple[int, ...]) -> int | None:
+    """The port of Mooncake's transfer engine's own ``/metrics`` (TENT; the renderer declares it as
+    ``tent-metrics``) when the pod's KV travels through it and the pod declares that port."""
+    if kv_connector != "mooncake" or engine == "mindie" or TENT_METRICS_PORT not in ports:
+        return None
+    return TENT_METRICS_PORT

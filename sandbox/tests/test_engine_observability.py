@@ -202,3 +202,27 @@ async def test_a_mooncake_prefill_serves_tent_metrics_and_the_fallback_fault_mov
     snapshot = {"interval_s": 2.0, "ts": 3.0, "roles": {"prefill": {}, "decode": {}}}
     passed, summary, _ = judge_pd({**snapshot, "health": {"problems": [problem]}}, now=3.5)
     assert not passed and "KV transport fell back" in summary, summary
+
+
+async def test_telemetry_reads_tent_as_part_of_its_pod_and_names_an_unanswering_tent_port():
+    from telemetry.assemble import PodTarget
+    from telemetry.scrape import ScrapeRequest, scrape_pod
+
+    env = {**FAST, "TENT_METRICS_ENABLED": "true", "TENT_METRICS_HTTP_PORT": "9100"}
+    async with (
+        PDStack(kv_connector="MooncakeConnectorV1", env=env) as stack,
+        aiohttp.ClientSession() as session,
+    ):
+        prefill, decode = stack.url("prefill-0-0"), stack.url("decode-0-0")
+        assert await _through_pair(session, prefill, decode, "rdma-0") == 200
+        ip, port = prefill.removeprefix("http://").rsplit(":", 1)
+        target = PodTarget("prefill-0-0", "prefill", ip, int(port), True, "Running", tent_port=9100)
+        read = await scrape_pod(session, ScrapeRequest(target), timeout_s=2.0)
+        assert read.tent_error is None and read.raw is not None
+        assert read.raw["counters"]["tent_bytes_rdma"] > 0
+        assert any(name.startswith("vllm:") or "prompt" in name for name in read.raw["counters"])
+        silent = PodTarget("prefill-0-0", "prefill", ip, int(port), True, "Running", tent_port=9101)
+        unread = await scrape_pod(session, ScrapeRequest(silent), timeout_s=2.0)
+        assert unread.raw is not None and "tent_bytes_rdma" not in unread.raw["counters"]
+        assert unread.tent_error is not None
+        assert unread.tent_error.startswith("transfer engine metrics unreachable on :9101"), unread.tent_error
