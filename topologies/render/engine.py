@@ -13,9 +13,6 @@ from kube import labels
 from topologies.spec import SECRET_REF, ConnectorSpec, RoleSpec, TopologySpec
 
 CONFIG_DIR = "/etc/tandem"
-# Mooncake's transfer engine (TENT) serves its own /metrics on this port (MetricsConfig.http_port's default)
-TENT_METRICS_PORT = 9100
-TENT_PORT_NAME = "tent-metrics"
 ASCEND_MOONCAKE_MODULE = "vllm_ascend.distributed.mooncake_connector"
 ASCEND_MOONCAKE_STORE_MODULE = "vllm_ascend.distributed.mooncake.mooncake_store_connector_v1"
 ASCEND_LLMDATADIST_MODULE = "vllm_ascend.distributed.llmdatadist_c_mgr_connector"
@@ -210,19 +207,9 @@ def command_and_args(spec: TopologySpec, role: str) -> tuple[list[str], list[str
     ]
 
 
-def uses_tent(spec: TopologySpec) -> bool:
-    """Engines whose KV moves through Mooncake's transfer engine (vLLM's ``MooncakeConnector``, vllm-ascend's
-    ``MooncakeConnectorV1``, SGLang's ``--disaggregation-transfer-backend mooncake``)."""
-    return spec.connector.type == "mooncake" and spec.engine != "mindie"
-
-
 def _connector_env(spec: TopologySpec, role: str) -> list[dict[str, Any]]:
     c = spec.connector
     env: list[dict[str, Any]] = []
-    if uses_tent(spec):
-        # TENT's metrics server (kvcache-ai/Mooncake tent/include/tent/metrics/config_loader.h:
-        # ENV_METRICS_ENABLED, ENV_METRICS_HTTP_PORT), exposed as the container port "tent-metrics".
-        env += [_env("TENT_METRICS_ENABLED", "true"), _env("TENT_METRICS_HTTP_PORT", TENT_METRICS_PORT)]
     if c.type == "mooncake" and spec.engine == "vllm" and role == "prefill":
         env.append(_env("VLLM_MOONCAKE_BOOTSTRAP_PORT", c.bootstrap_port))
     if c.type == "nixl" and spec.engine in ("vllm", "vllm-ascend"):
@@ -321,8 +308,6 @@ def container_ports(spec: TopologySpec, role: str) -> list[dict[str, Any]]:
         ports.append({"name": "link", "containerPort": c.link_port, "protocol": "TCP"})
     if spec.engine == "mindie":
         ports.append({"name": "metrics", "containerPort": mindie_metrics_port(spec.port), "protocol": "TCP"})
-    if uses_tent(spec):
-        ports.append({"name": TENT_PORT_NAME, "containerPort": TENT_METRICS_PORT, "protocol": "TCP"})
     return ports
 
 
