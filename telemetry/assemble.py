@@ -168,10 +168,10 @@ def build_snapshot(
             kept = keep_previous_tent(result.raw, previous) if result.tent_error else result.raw
             new_state["pods"][target.name] = kept
             windows[target.name] = window
-        if result.tent_error is not None:
-            extra.append(f"{target.name}: {result.tent_error}")
         elif previous is not None:
             new_state["pods"][target.name] = previous
+        if result.tent_error is not None:
+            extra.append(f"{target.name}: {result.tent_error}")
         if result.error is not None:
             new_state["backoff"][target.name] = backoff_after_failure(
                 state["backoff"].get(target.name), now=ts, interval_s=interval_s

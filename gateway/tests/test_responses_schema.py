@@ -12,6 +12,7 @@ from gateway import openapi, openapi_v1
 from gateway.app import KNOWN
 from gateway.tests.conftest import MODEL
 from gateway.tests.test_responses_sdk import SHELL
+from traces import receiver
 
 
 def check(instance, name):
@@ -74,7 +75,7 @@ def test_the_document_lists_every_gateway_endpoint_in_openapi_3_0(client, admin_
     assert document["components"]["schemas"]["ResponsesRequest"] == openapi.openapi30(openapi.REQUEST)
     # and every other endpoint the gateway serves (gateway/openapi_v1.py, test_v1_schema.py)
     served = {path for path in document["paths"] if path.startswith("/v1/")}
-    assert served == {*KNOWN}
+    assert served == {*KNOWN, receiver.PATH}  # and the OTLP traces receiver, served beside it
     assert document["components"]["schemas"]["MessagesResponse"] == openapi.openapi30(openapi_v1.MESSAGE)
 
 

@@ -168,9 +168,9 @@ class SloAlertViewSet(viewsets.ReadOnlyModelViewSet[SloAlert]):
     )
     @action(detail=True, methods=["post"])
     def silence(self, request: Request, pk: str) -> Response:
-        alert = self.get_object()
-        data = SloSilenceSerializer(data=request.data)
+        data = SloSilenceSerializer(data=request.data)  # a body it cannot read: 400 before any lookup
         data.is_valid(raise_exception=True)
+        alert = self.get_object()
         services.slo_silence(slo=alert.slo, **data.validated_data, **_who(request))
         return Response(SloAlertSerializer(selectors.alert_list().get(pk=alert.pk)).data)
 

@@ -13,6 +13,11 @@ from kube import labels
 from topologies.spec import SECRET_REF, ConnectorSpec, RoleSpec, TopologySpec
 
 CONFIG_DIR = "/etc/tandem"
+# Mooncake's transfer engine (TENT) serves its own /metrics on this port (MetricsConfig.http_port's
+# default; kvcache-ai/Mooncake tent/include/tent/metrics/config_loader.h). Not rendered yet: declaring it
+# on every Mooncake engine would make Kthena's own manifests import with a difference. Telemetry reads it
+# from a pod that declares it.
+TENT_METRICS_PORT = 9100
 ASCEND_MOONCAKE_MODULE = "vllm_ascend.distributed.mooncake_connector"
 ASCEND_MOONCAKE_STORE_MODULE = "vllm_ascend.distributed.mooncake.mooncake_store_connector_v1"
 ASCEND_LLMDATADIST_MODULE = "vllm_ascend.distributed.llmdatadist_c_mgr_connector"

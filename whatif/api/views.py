@@ -99,9 +99,9 @@ class WhatIfRunApply(_OnRun):
     serializer_class = ApplyInputSerializer  # type: ignore[assignment]
 
     def post(self, request: Request, pk: int) -> Response:
-        run = self.get_object()
-        data = ApplyInputSerializer(data=request.data)
+        data = ApplyInputSerializer(data=request.data)  # a body it cannot read: 400 before any lookup
         data.is_valid(raise_exception=True)
+        run = self.get_object()
         prefill, decode = data.validated_data["prefill"], data.validated_data["decode"]
         if not data.validated_data["confirm"]:
             preview = services.apply_preview(run=run, prefill=prefill, decode=decode)
