@@ -109,6 +109,8 @@ def test_panel_answers_in_view_kept_input_and_a_phone_sized_page(page, deployed,
             "Live",
             "Rebalancing",
             "Gateway",
+            "SLOs",
+            "Hit rate",
             "Revisions",
             "Manifests",
         ]
