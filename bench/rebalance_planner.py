@@ -53,6 +53,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rebalance_baselines import Reactive
 from rebalance_workloads import SCALES, WORKLOADS, w1
 
 from rebalancing.observe import observation_from_snapshot
@@ -85,37 +86,6 @@ JUDGED = ("ttft_breach", "tbt_breach", "demand_split", "both_breached", "backlog
 
 
 # --- controllers ------------------------------------------------------------------------------------
-class Dynamo:
-    """Re-implemented reactive baseline: ±1 instance per 5 s tick on queue / KV-usage thresholds after a
-    3-tick grace; at the budget an up-move takes the instance from the other role."""
-
-    def __init__(self) -> None:
-        self.streaks = {"p_up": 0, "d_up": 0}
-
-    def __call__(self, view: ClusterView) -> tuple[int, int] | None:
-        if view.busy:
-            return None
-        p_queue = view.prefill_waiting / max(1, view.ready_prefill)
-        kv = view.decode_kv_usage or 0.0
-        self.streaks["p_up"] = self.streaks["p_up"] + 1 if p_queue > 2.0 else 0
-        self.streaks["d_up"] = (
-            self.streaks["d_up"] + 1 if kv > 0.8 or view.decode_waiting > 4 * view.ready_decode else 0
-        )
-        p, d = view.prefill, view.decode
-        total = p + d
-        if self.streaks["p_up"] >= 3 and self.streaks["p_up"] >= self.streaks["d_up"]:
-            self.streaks = {"p_up": 0, "d_up": 0}
-            if total < BUDGET:
-                return (p + 1, d)
-            return (p + 1, d - 1) if d > 1 else None
-        if self.streaks["d_up"] >= 3:
-            self.streaks = {"p_up": 0, "d_up": 0}
-            if total < BUDGET:
-                return (p, d + 1)
-            return (p - 1, d + 1) if p > 1 else None
-        return None
-
-
 class Tandem:
     """Tandem's planner: rebalancing.policy.decide on the same observation the live planner builds."""
 
@@ -213,7 +183,7 @@ class Row:
 
 def _controller(policy: str, model_load: float):  # type: ignore[no-untyped-def]
     if policy == "dynamo":
-        return Dynamo()
+        return Reactive(BUDGET)  # the Dynamo-style reactive rule
     if policy == "tandem":
         return Tandem(model_load)
     if policy == "tandem-ip":

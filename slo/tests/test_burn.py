@@ -102,7 +102,7 @@ def test_slack_and_generic_bodies() -> None:
 
 def test_urls_are_shown_masked() -> None:
     assert (
-        payloads.mask_url("https://hooks.slack.com/services/T000/B000/XXXXabcd")
+        payloads.mask_url("https://hooks.slack.com/services/T0A1/B2C3/q7Rzabcd")
         == "https://hooks.slack.com/…abcd"
     )
     assert "pw" not in payloads.mask_url("https://user:pw@example.com/hook/123456")
