@@ -136,7 +136,7 @@ def build(
     by_id = {s.span_id: s for s in spans}
     bars: list[Bar] = []
     hops: set[str] = set()
-    for span in sorted(spans, key=lambda s: (s.start, s.service_name != GATEWAY_SERVICE)):
+    for span in sorted(spans, key=lambda s: (s.service_name != GATEWAY_SERVICE, s.start)):
         assert origin is not None
         hop = _hop(span, engines)
         hops.add(hop)
