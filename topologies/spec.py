@@ -48,8 +48,9 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # An env value "secret:<secret-name>/<key>" is rendered as a secretKeyRef: the spec, which every viewer
 # reads and every revision keeps, never holds the credential itself.
 SECRET_REF = re.compile(r"^secret:([a-z0-9]([-a-z0-9.]*[a-z0-9])?)/([-._a-zA-Z0-9]+)$")
+# "..._PER_TOKEN" is a rate (e.g. SANDBOX_PREFILL_MS_PER_TOKEN), not a token.
 CREDENTIAL_ENV = re.compile(
-    r"(^|_)(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY)(_|$)", re.IGNORECASE
+    r"(^|_)((?<!_PER_)TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY)(_|$)", re.IGNORECASE
 )
 LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"

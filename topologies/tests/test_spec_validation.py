@@ -149,9 +149,16 @@ def test_non_object_spec_is_refused() -> None:
 
 def test_credentials_in_env_must_reference_a_secret() -> None:
     data = preset_spec("qwen-gpu-nixl")
-    data["roles"]["prefill"]["env"] = {"HF_TOKEN": "hf_abc123", "TOKENIZERS_PARALLELISM": "false"}
+    data["roles"]["prefill"]["env"] = {
+        "HF_TOKEN": "hf_abc123",
+        "TOKENIZERS_PARALLELISM": "false",
+        "SANDBOX_PREFILL_MS_PER_TOKEN": "0.5",  # a rate per token, not a token
+        "SUPER_TOKEN": "abc",
+    }
     data["roles"]["decode"]["env"] = {"OPENAI_API_KEY": "secret:openai"}
     errors = _errors(data)
+    assert "roles.prefill.env.SANDBOX_PREFILL_MS_PER_TOKEN" not in errors
+    assert "Kubernetes Secret" in errors["roles.prefill.env.SUPER_TOKEN"][0]
     assert "Kubernetes Secret" in errors["roles.prefill.env.HF_TOKEN"][0]
     assert "secret:<secret-name>/<key>" in errors["roles.prefill.env.HF_TOKEN"][0]
     assert "roles.prefill.env.TOKENIZERS_PARALLELISM" not in errors
