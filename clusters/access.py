@@ -103,8 +103,8 @@ PERMISSIONS: tuple[Permission, ...] = (
         "",
         "endpoints",
         ("get", "list", "watch"),
-        "held so Tandem may grant them to the P/D router's Role",
-        (DEPLOY, GRANT),
+        "held so Tandem may grant them to the P/D router's Role; find the Kthena router's metrics replicas",
+        (DEPLOY, GRANT, TELEMETRY),
     ),
     Permission(
         "", "pods/log", ("get",), "show why a pod failed; read engine logs for link state", (DIAGNOSE, LINKS)

@@ -79,6 +79,14 @@ KEYS_REDIS_TIMEOUT_SECONDS = env_int("KEYS_REDIS_TIMEOUT_MS", 500, minimum=10) /
 KTHENA_ROUTER_SERVICE = env_str("KTHENA_ROUTER_SERVICE", "kthena-system/kthena-router")
 if "/" not in KTHENA_ROUTER_SERVICE:
     raise ConfigError("KTHENA_ROUTER_SERVICE must be namespace/name, e.g. kthena-system/kthena-router")
+# Where telemetry reads the Kthena router's own /metrics: this Service's Endpoints (port `metrics`).
+KTHENA_ROUTER_METRICS_SERVICE = env_str(
+    "KTHENA_ROUTER_METRICS_SERVICE", "kthena-system/kthena-router-metrics"
+)
+if "/" not in KTHENA_ROUTER_METRICS_SERVICE:
+    raise ConfigError(
+        "KTHENA_ROUTER_METRICS_SERVICE must be namespace/name, e.g. kthena-system/kthena-router-metrics"
+    )
 GATEWAY_DISCOVERY_SECONDS = env_int("GATEWAY_DISCOVERY_SECONDS", 30, minimum=5)
 # The gateway refuses request bodies larger than this (413).
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_MB", 16, minimum=1) * 1024 * 1024

@@ -75,6 +75,11 @@ PROMPT_SOURCES = {
 # nvlink, ...). A transfer that fell back from RDMA to TCP still succeeds, only slower.
 TENT_FAILOVER = "tent_transport_failover_total"
 TENT_BYTES = ("tent_read_bytes_total", "tent_write_bytes_total")
+# Kthena's router (``pkg/kthena-router/metrics/metrics.go``): per prefix-cache match attempt, the share of
+# the prompt's blocks the best candidate pod held (0 = miss), labelled by ``model``. One router serves
+# every model, so its buckets are kept per model: field ``router_match_ratio:<model>``.
+MATCH_RATIO = "kthena_router_prefix_cache_match_ratio"
+MATCH_FIELD = "router_match_ratio:"
 
 # sample name -> canonical gauge field
 GAUGES: dict[str, str] = {
@@ -130,7 +135,16 @@ INFO = "vllm:cache_config_info"
 
 _SUFFIXES = ("_bucket", "_count", "_sum", "_created", "_total", "_info")
 _KNOWN_BASES = frozenset(
-    [*COUNTERS, *GAUGES, *HISTOGRAMS, REQUEST_SUCCESS_BY_REASON, INFO, HTTP_REQUESTS, ROUTER_REQUESTS]
+    [
+        *COUNTERS,
+        *GAUGES,
+        *HISTOGRAMS,
+        REQUEST_SUCCESS_BY_REASON,
+        INFO,
+        HTTP_REQUESTS,
+        ROUTER_REQUESTS,
+        MATCH_RATIO,
+    ]
     + [PROMPT_BY_SOURCE, TENT_FAILOVER, *TENT_BYTES]
     + [name.removesuffix("_total") for name in (*COUNTERS, PROMPT_BY_SOURCE, TENT_FAILOVER, *TENT_BYTES)]
     + [REQUEST_SUCCESS_BY_REASON.removesuffix("_total"), INFO.removesuffix("_info")]
@@ -216,7 +230,7 @@ def relevant_text(text: str) -> str:
     for line in text.splitlines():
         if not line or not _is_known(_metric_name(line)):
             continue
-        kept.append(line if line.startswith(("#", INFO)) else _strip_labels(line))
+        kept.append(line if line.startswith(("#", INFO, MATCH_RATIO)) else _strip_labels(line))
     return "\n".join(kept) + "\n" if kept else ""
 
 
@@ -290,9 +304,12 @@ def classify(name: str, labels: dict[str, str], value: float) -> tuple[Entry, ..
         kept = tuple((k, v) for k, v in labels.items() if k not in ("model_name", "engine"))
         return ((INFO_KIND, "", 0.0, value, name, kept),)
     base, _, part = name.rpartition("_")
-    if base not in HISTOGRAMS:
+    if base == MATCH_RATIO:
+        field = MATCH_FIELD + labels.get("model", "")
+    elif base in HISTOGRAMS:
+        field = HISTOGRAMS[base]
+    else:
         return ()
-    field = HISTOGRAMS[base]
     if part == "bucket":
         return ((BUCKET, field, float(labels.get("le", "inf")), value, name, NO_LABELS),)
     if part == "sum":
@@ -353,7 +370,7 @@ def _reduced_key(key: str) -> str | None:
         if name.endswith("_created") or not _is_known(name):
             reduced = None
         else:
-            reduced = key if name == INFO else _strip_labels(key)
+            reduced = key if name == INFO or name.startswith(MATCH_RATIO) else _strip_labels(key)
         if len(_series) > _MEMO_LIMIT * 10:
             _series.clear()
         _series[key] = reduced

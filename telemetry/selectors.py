@@ -103,6 +103,29 @@ class History(TypedDict):
     events: list[Event]
 
 
+def series_totals(*, topology_id: int, names: list[str], start: float, end: float) -> dict[str, float | None]:
+    """The sum of each named series' points in [start, end) (for series of per-interval increments:
+    ``router.*``); raw points within the last 24 hours, else the minutes' rollups (mean × count). None
+    for a series without a point in the window."""
+    since = datetime.fromtimestamp(start, tz=UTC)
+    until = datetime.fromtimestamp(end, tz=UTC)
+    ids = dict(Series.objects.filter(topology_id=topology_id, name__in=names).values_list("id", "name"))
+    totals: dict[str, float | None] = dict.fromkeys(names)
+    rows: Any
+    if start >= time.time() - 24 * 3600:
+        rows = Point.objects.filter(series_id__in=ids, ts__gte=since, ts__lt=until).values_list(
+            "series_id", "value"
+        )
+    else:
+        rows = Rollup.objects.filter(series_id__in=ids, ts__gte=since, ts__lt=until).values_list(
+            "series_id", "avg", "count"
+        )
+    for row in rows.iterator(chunk_size=5000):
+        value = row[1] * (row[2] if len(row) > 2 else 1)
+        totals[ids[row[0]]] = (totals[ids[row[0]]] or 0.0) + value
+    return totals
+
+
 def history(*, topology_id: int, names: list[str], start: float, end: float, step: int) -> History:
     """Step-aligned mean values of the named series in [start, end)."""
     first = math.floor(start / step) * step

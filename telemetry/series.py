@@ -12,6 +12,8 @@ name                                      value
 ``pod.<pod>.<field>``                     per pod, ``POD_FIELDS``
 ``link.<prefill>.<decode>.<field>``       per KV link, ``LINK_FIELDS``; ``state`` is 0 up, 1 degraded,
                                           2 down
+``router.<field>``                        the Kthena router's increments over the interval,
+                                          ``ROUTER_FIELDS`` (``telemetry.router``): summed over a window
 ========================================  ===============================================================
 
 Examples: ``topology.hit_rate``, ``role.prefill.ttft_p95``, ``pod.decode-0.waiting``,
@@ -48,6 +50,7 @@ POD_FIELDS: tuple[str, ...] = (
 LINK_FIELDS: tuple[str, ...] = (
     "state", "xfer_p50_ms", "xfer_p95_ms", "xfer_mean_ms", "bytes_per_s", "probe_ms", "failed",
 )  # fmt: skip
+ROUTER_FIELDS: tuple[str, ...] = ("match_attempts", "match_misses")
 ROLES: tuple[str, ...] = ("prefill", "decode", "both")
 LINK_STATE_VALUE: dict[str, float] = {"up": 0.0, "degraded": 1.0, "down": 2.0}
 
@@ -56,7 +59,8 @@ _SERIES_RE = re.compile(
     r"^(?:topology\.(?P<tfield>\w+)"
     r"|role\.(?P<role>\w+)\.(?P<rfield>\w+)"
     rf"|pod\.(?P<pod>{_NAME})\.(?P<pfield>\w+)"
-    rf"|link\.(?P<lp>[-a-z0-9]+)\.(?P<ld>[-a-z0-9]+)\.(?P<lfield>\w+))$"
+    rf"|link\.(?P<lp>[-a-z0-9]+)\.(?P<ld>[-a-z0-9]+)\.(?P<lfield>\w+)"
+    r"|router\.(?P<xfield>\w+))$"
 )
 
 
@@ -71,6 +75,8 @@ def is_valid_series_name(name: str) -> bool:
         return match["role"] in ROLES and match["rfield"] in ROLE_FIELDS
     if match["lfield"]:
         return match["lfield"] in LINK_FIELDS
+    if match["xfield"]:
+        return match["xfield"] in ROUTER_FIELDS
     return match["pfield"] in POD_FIELDS
 
 
@@ -100,3 +106,9 @@ def snapshot_points(snapshot: TopologySnapshot) -> Iterator[tuple[str, float]]:
             value = link.get(field)
             if isinstance(value, (int, float)):
                 yield f"{prefix}.{field}", float(value)
+    router = snapshot.get("router")
+    if router is not None:
+        for field in ROUTER_FIELDS:
+            value = router.get(field)
+            if isinstance(value, (int, float)):
+                yield f"router.{field}", float(value)

@@ -24,11 +24,12 @@ from telemetry.collect import apply_source_problem, collect_results, remembered_
 from telemetry.derive import request_window
 from telemetry.health import SLO_LABELS, SloMetric
 from telemetry.models import LatestSnapshot, Point, Rollup, RollupCursor, Series, TelemetryAlert
+from telemetry.router import router_read
 from telemetry.series import snapshot_points
 from telemetry.signals import interval_collected
 from telemetry.snapshot import Event, OverviewMessage, TelemetryMessage, TopologySnapshot, empty_snapshot
 from telemetry.targets import device_ips, scrape_port, tent_port
-from topologies.models import Topology
+from topologies.models import Backend, Topology
 from topologies.selectors import pod_selector as topology_pod_selector
 
 logger = logging.getLogger(__name__)
@@ -136,6 +137,14 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
         link_inputs=link_inputs,
     )
     apply_source_problem(snapshot, problem)
+    if topology.backend == Backend.KTHENA:
+        snapshot["router"] = router_read(
+            source=source,
+            conn=conn,
+            topology_id=topology_id,
+            model=topology.model_name,
+            timeout_s=float(getattr(settings, "TELEMETRY_SCRAPE_TIMEOUT_SECONDS", 0.8 * interval)),
+        )
     _apply_gateway(snapshot, topology_id, now)
     cache.set_state(topology_id, new_state)
     telemetry_store(topology=topology, snapshot=snapshot, actions=actions, open_alerts=open_alerts)

@@ -152,6 +152,16 @@ class Event(TypedDict):
     text: str
 
 
+class RouterReading(TypedDict):
+    """The Kthena router's share of one interval (``telemetry.router``; None: not known this interval)."""
+
+    service: str  # namespace/name of the metrics Service read
+    replicas: int  # replicas read
+    match_attempts: float | None  # prefix-cache match attempts for the topology's model
+    match_misses: float | None  # of them, misses (ratio 0)
+    error: str | None  # why (some of) it could not be read
+
+
 class TopologySnapshot(TypedDict):
     topology_id: int
     ts: float
@@ -163,6 +173,7 @@ class TopologySnapshot(TypedDict):
     pods: list[PodSample]
     links: list[LinkSample]
     events: list[Event]
+    router: NotRequired[RouterReading]  # Kthena topologies only
 
 
 class TelemetryMessage(TypedDict):

@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Count
 
 from gateway.models import GatewayRequest
-from workload.hitrate import Explanation, Reuse, explain, warmth_from_placements
+from workload.hitrate import Explanation, Reuse, Warmth, explain, warmth_from_placements, warmth_from_router
 from workload.tracefile import TraceRequest
 
 ENGINE_SPAN = "llm_request"  # vLLM's request span (traces/waterfall.py reads the same)
@@ -76,11 +76,29 @@ def reuse_counts(*, topology_id: int, start: float, end: float) -> Reuse:
     )
 
 
+def router_warmth(*, topology_id: int, start: float, end: float) -> Warmth | None:
+    """The router's own count over the window (Kthena's ``kthena_router_prefix_cache_match_ratio``,
+    collected by telemetry as ``router.match_attempts`` / ``router.match_misses``); None when it counted
+    no attempt."""
+    from telemetry.selectors import series_totals
+
+    names = ["router.match_attempts", "router.match_misses"]
+    found = series_totals(topology_id=topology_id, names=names, start=start, end=end)
+    attempts, misses = found["router.match_attempts"], found["router.match_misses"]
+    if not attempts:
+        return None
+    return warmth_from_router(attempts=attempts, misses=misses or 0.0)
+
+
 def hit_rate_breakdown(*, topology_id: int, start: float, end: float) -> Explanation:
+    """Routed warm from the router's own metric when it counted the window, else from the kept traces."""
     counts = reuse_counts(topology_id=topology_id, start=start, end=end)
-    warmth = warmth_from_placements(placements(topology_id=topology_id, start=start, end=end))
+    warmth = router_warmth(topology_id=topology_id, start=start, end=end)
+    if warmth is None:
+        traced = warmth_from_placements(placements(topology_id=topology_id, start=start, end=end))
+        warmth = traced if traced.repeats else None
     delivered = delivered_hit_rate(topology_id=topology_id, start=start, end=end)
-    return explain(counts, warmth if warmth.repeats else None, delivered)
+    return explain(counts, warmth, delivered)
 
 
 def breakdown_payload(explanation: Explanation, *, start: float, end: float) -> dict[str, Any]:

@@ -17,6 +17,12 @@ VERDICT = {  # verdict → (state colour, label)
 }
 
 
+SOURCE_NOTE = {  # where routed warm came from (workload.selectors.hit_rate_breakdown)
+    "router": " (from the router's own kthena_router_prefix_cache_match_ratio)",
+    "traces": " (from the kept traces)",
+}
+
+
 def panel_context(topology: Any) -> dict[str, Any]:
     end = time.time()
     found = selectors.hit_rate_breakdown(topology_id=topology.pk, start=end - PANEL_WINDOW_S, end=end)
@@ -26,7 +32,7 @@ def panel_context(topology: Any) -> dict[str, Any]:
             "Routed warm",
             found.routed_warm,
             "of those, placed on an instance that had served the prefix"
-            + (f" (from {found.routed_source})" if found.routed_source else " (no kept trace names one yet)"),
+            + SOURCE_NOTE.get(found.routed_source, " (no kept trace names one yet)"),
         ),
         (
             "Delivered",

@@ -15,6 +15,11 @@
 * Either may carry `sandbox.tandem.io/router-policy: round-robin`: the router then ignores prefixes
   (no affinity, no `kthena_router_prefix_cache_match_ratio` observations); `prefix-aware` (the default)
   routes a known prefix to the pod that served it.
+* With Kthena installed, the ModelRoute routers stand for the replicas of Kthena's one router: like
+  Kthena's chart (`charts/kthena/charts/networking/templates/kthena-router/component/service.yaml`),
+  a Service `kthena-system/kthena-router-metrics` with a port named `metrics` is where their
+  `/metrics` are found, its Endpoints listing every running ModelRoute router (selector-less: the
+  routers are not pods here).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ def prefix_aware(obj: dict[str, Any]) -> bool:
 
 
 ROUTE_PORT = 8080
+METRICS_NAMESPACE = "kthena-system"
+METRICS_SERVICE = "kthena-router-metrics"
 NET = "networking.serving.volcano.sh"
 DEFAULT_TIMEOUT = 60.0
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s|us|µs|ns)")
@@ -170,6 +177,10 @@ class RouterController(Reconciler):
                     await self.forwarders.open(external, port, _fixed(ip, port))
                 self.running[key] = _Running(ip, port, spec, external)
             publish(self.running[key].external or self.running[key].ip)
+        if self._has_kthena():
+            self._publish_metrics(
+                [r.ip for k, r in sorted(self.running.items()) if k.startswith("modelroute/")]
+            )
 
     async def close(self) -> None:
         if self.forwarders is not None:
@@ -252,6 +263,43 @@ class RouterController(Reconciler):
                 self.api.write_status(svc_rt, current, status, self.name)
 
         wanted[f"service/{namespace}/{name}"] = (spec, int(ports[0].get("port", 8000)), endpoints, publish)
+
+    def _publish_metrics(self, ips: list[str]) -> None:
+        """`kthena-system/kthena-router-metrics` and its Endpoints: the running ModelRoute routers."""
+        ns_rt, svc_rt, ep_rt = self.rt("", "namespaces"), self.rt("", "services"), self.rt("", "endpoints")
+        if self.api.find(ns_rt, "", METRICS_NAMESPACE) is None:
+            labels = {"kubernetes.io/metadata.name": METRICS_NAMESPACE}
+            self.api.create(
+                ns_rt, "", {"metadata": {"name": METRICS_NAMESPACE, "labels": labels}}, manager=self.name
+            )
+        meta = {
+            "name": METRICS_SERVICE,
+            "namespace": METRICS_NAMESPACE,
+            "labels": {"app.kubernetes.io/component": METRICS_SERVICE},
+        }
+        if self.api.find(svc_rt, METRICS_NAMESPACE, METRICS_SERVICE) is None:
+            spec = {
+                "ports": [{"name": "metrics", "port": ROUTE_PORT, "targetPort": ROUTE_PORT}],
+                "type": "ClusterIP",
+            }
+            self.api.create(svc_rt, METRICS_NAMESPACE, {"metadata": meta, "spec": spec}, manager=self.name)
+        subsets = (
+            [
+                {
+                    "addresses": [{"ip": ip} for ip in ips],
+                    "ports": [{"name": "metrics", "port": ROUTE_PORT, "protocol": "TCP"}],
+                }
+            ]
+            if ips
+            else []
+        )
+        current = self.api.find(ep_rt, METRICS_NAMESPACE, METRICS_SERVICE)
+        if current is None:
+            self.api.create(
+                ep_rt, METRICS_NAMESPACE, {"metadata": meta, "subsets": subsets}, manager=self.name
+            )
+        elif (current.get("subsets") or []) != subsets:
+            self.api.write(ep_rt, {**current, "subsets": subsets}, self.name)
 
     def _annotate(self, rt: Any, obj: dict[str, Any], url: str) -> None:
         current = self.api.find(rt, obj["metadata"]["namespace"], obj["metadata"]["name"])

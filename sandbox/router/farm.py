@@ -24,6 +24,7 @@ import aiohttp
 from aiohttp import web
 
 from sandbox.engine.tokens import block_hashes, chat_prompt, tokenize
+from sandbox.router.matching import PrefixStore
 from sandbox.router.metrics import RouterStats
 from sandbox.router.policy import AFFINITY_BLOCKS, AffinityTable, Choice, choose
 
@@ -60,6 +61,7 @@ class Router:
     endpoints: Callable[[], list[Endpoint]]
     stats: RouterStats = field(default_factory=RouterStats)
     affinity: AffinityTable = field(default_factory=AffinityTable)
+    matches: PrefixStore = field(default_factory=PrefixStore)  # for the match-ratio metric, as Kthena's
     inflight: Counter[str] = field(default_factory=Counter)
     turn: int = 0
 
@@ -282,7 +284,13 @@ class RouterFarm:
                 )
                 continue
             if router.spec.prefix_aware:
-                router.stats.match_ratio.observe(1.0 if choice.affinity_hit else 0.0)
+                candidates = [pod for pod, _ in prefills] if choice.prefill is not None else boths
+                router.matches.record(
+                    hashes,
+                    [pod for pod in candidates if pod not in exclude],
+                    (choice.prefill, choice.decode),
+                    router.stats.match_ratio.observe,
+                )
             if choice.prefill is not None:
                 p, d = by_name[choice.prefill], by_name[choice.decode]
                 router.stats.log(

@@ -8,7 +8,8 @@ prefill_error, decode_error, timeout, bad_request, model_not_found),
 upstream_model}`, `kthena_router_request_prefill_duration_seconds{model,path,status_code}`,
 `kthena_router_request_decode_duration_seconds{model,path,status_code}` (histograms, Kthena's buckets),
 `kthena_router_active_downstream_requests{model}` (gauge) and
-`kthena_router_prefix_cache_match_ratio{model}` (histogram: 1 for a prefix-affinity hit, 0 for a miss).
+`kthena_router_prefix_cache_match_ratio{model}` (histogram: per prefix-aware scheduling attempt, the share
+of the prompt's blocks the best-matching candidate pod held, 0 on a miss: `sandbox.router.matching`).
 
 Log (klog format, as the router writes it): per failed prefill/decode attempt
 `E<mmdd hh:mm:ss.uuuuuu> 1 router.go:812] proxy failed for prefill pod <p>, decode pod <d>: <err>`; at
@@ -93,7 +94,8 @@ class RouterStats:
         )
         w.histogram(
             "kthena_router_prefix_cache_match_ratio",
-            "Fraction of the prompt's blocks the best-matching candidate pod had already cached",
+            "Fraction of the prompt's blocks the best-matching candidate pod had already cached, "
+            "per prefix-cache match attempt (0 = miss)",
             [(base, self.match_ratio)],
         )
         return w.text()
