@@ -20,7 +20,7 @@ Dynamo's SLA planner, as its docs and source describe it (ai-dynamo/dynamo, the 
    takes what prefill leaves.
 
 "Profiled" per-instance figures are what Dynamo's pre-deployment profiler would measure on the
-simulator's engine, computed from its step-time model (``sandbox/engine/scheduler.py``): a prefill
+simulator's engine, computed from its step-time model (``perfmodel/model/scheduler.py``): a prefill
 instance computes ``max_num_batched_tokens`` per step at ``step_overhead + prefill_ms_per_token × n``
 ms; a decode batch of b costs ``step_overhead + decode_step + decode_ms_per_seq × b`` ms per token,
 with b bounded by ``max_num_seqs`` and the KV blocks the context takes.
@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import math
 
-from sandbox.engine.config import PerfConfig
-from sandbox.sim.cluster import ClusterView, SimCluster, SimRequest
+from perfmodel.model.config import PerfConfig
+from perfmodel.sim.cluster import ClusterView, SimCluster, SimRequest
 
 
 class Reactive:

@@ -48,10 +48,10 @@ from rebalance_heldout import SCALES as HELD_SCALES
 from rebalance_planner import IN_PLACE_FIRST_GUESS, PERF, TBT_MS, TICK, TTFT_MS, Tandem
 from rebalance_workloads import w1, w2, w3
 
+from perfmodel.sim.cluster import Controller, SimCluster, SimRequest
+from perfmodel.sim.evaluate import attainment
+from perfmodel.sim.loop import run_virtual
 from rebalancing.policy import Limits
-from sandbox.sim.cluster import Controller, SimCluster, SimRequest
-from sandbox.sim.evaluate import attainment
-from sandbox.sim.loop import run_virtual
 
 DRAIN_TIMEOUT = 30.0  # the product's REBALANCE_DRAIN_TIMEOUT_SECONDS default
 BUDGETS = {"W1": 8, "W2": 10, "W3": 8, "H1": 8, "H2": 8}

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import random
 
-from sandbox.sim.cluster import SimRequest
+from perfmodel.sim.types import SimRequest
 
 AGENTS = 4
 AGENT_PREFIX = 3072

@@ -56,11 +56,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rebalance_baselines import Reactive
 from rebalance_workloads import SCALES, WORKLOADS, w1
 
+from perfmodel.model.config import PerfConfig
+from perfmodel.sim.cluster import ClusterView, Outcome, SimCluster, Stage, run_trace
+from perfmodel.sim.evaluate import attainment
 from rebalancing.observe import observation_from_snapshot
 from rebalancing.policy import Limits, Observation, Params, State, after_move, decide
-from sandbox.engine.config import PerfConfig
-from sandbox.sim.cluster import ClusterView, Outcome, SimCluster, Stage, run_trace
-from sandbox.sim.evaluate import attainment
 
 BUDGET = 8
 TTFT_MS = 1500.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import random
 
-from sandbox.sim.cluster import SimRequest
+from perfmodel.sim.types import SimRequest
 
 CHAT_PROMPTS = 16  # distinct system prompts in W1's chat phase
 

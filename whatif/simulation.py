@@ -2,9 +2,10 @@
 
 The recorded traffic is the telemetry Tandem stores per minute (``topology.requests_ps``,
 ``topology.prompt_tps``, ``topology.gen_tps``): each minute becomes a bucket of Poisson arrivals at
-that rate with that minute's mean prompt and output lengths. The replay runs in the sandbox's
-virtual-clock simulator (the sandbox's own engine performance model), in a child process
-(``python -m sandbox.sim``, JSON in and out), so the product does not import the sandbox.
+that rate with that minute's mean prompt and output lengths. The replay runs in the product's
+virtual-clock simulator (``perfmodel.sim`` on the engine performance model ``perfmodel.model``, which the
+sandbox's engines also run), in a child process (``python -m perfmodel.sim``, JSON in and out) so that a
+runaway replay can be stopped; it needs nothing from the sandbox.
 
 The replay runs as a background job (``whatif.tasks``), one split per child process so that a cancel is
 noticed between splits; its work stays bounded (docs/whatif.md): the window ends at most
@@ -31,7 +32,7 @@ MAX_WINDOW_SECONDS = 24 * 3600
 MAX_FUTURE_SECONDS = 300  # clock skew between the caller and the server; later ends have no traffic yet
 OLDEST_END_SECONDS = 30 * 24 * 3600  # the rollups' retention (telemetry.services.ROLLUP_RETENTION)
 MAX_OUTPUT_LEN = 4096  # a recorded minute's mean answer length beyond this is replayed as this
-# The simulator's cost, measured on the 2-core CI machine (sandbox.sim, one split, 200 requests): about
+# The simulator's cost, measured on the 2-core CI machine (perfmodel.sim, one split, 200 requests): about
 # 0.4 ms per request, 0.032 ms per generated token, 0.0001 ms per prompt token. Each split runs once at the
 # recorded rate and once per goodput scale (a run at scale k replays k times the requests).
 REQUEST_COST_SECONDS = 0.0004
@@ -137,10 +138,13 @@ def trim(
     return kept
 
 
-def run_simulator(request: dict[str, Any]) -> dict[str, Any]:
+SIMULATOR = (sys.executable, "-m", "perfmodel.sim")  # the child process; JSON on stdin and stdout
+
+
+def run_simulator(request: dict[str, Any], command: tuple[str, ...] = SIMULATOR) -> dict[str, Any]:
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "sandbox.sim"],
+            list(command),
             input=json.dumps(request),
             capture_output=True,
             text=True,
@@ -221,24 +225,27 @@ def replay_plan(
         else f"the latest {replayed:.0f} s of {len(recorded_buckets)} recorded minutes (the replay budget)"
     )
     note = (
-        f"{requests} requests replayed from {scope} on the sandbox's engine performance model (virtual "
+        f"{requests} requests replayed from {scope} on the engine performance model (virtual "
         "clock); goodput = highest rate (0.5×–2× the recorded one) at which ≥ 90 % of requests meet both "
         "TTFT and TBT targets"
     )
     return Replay(buckets, splits, ttft_ms, tbt_ms, note, requests)
 
 
+def simulator_request(replay: Replay, split: tuple[int, int]) -> dict[str, Any]:
+    """What the simulator child reads on stdin to replay ``split``."""
+    return {
+        "buckets": replay.buckets,
+        "splits": [list(split)],
+        "ttft_ms": replay.ttft_ms,
+        "tbt_ms": replay.tbt_ms,
+        "scales": list(SCALES),
+    }
+
+
 def replay_split(replay: Replay, split: tuple[int, int]) -> dict[str, Any]:
     """One split's row (attainment, goodput, failed) from the simulator."""
-    answer = run_simulator(
-        {
-            "buckets": replay.buckets,
-            "splits": [list(split)],
-            "ttft_ms": replay.ttft_ms,
-            "tbt_ms": replay.tbt_ms,
-            "scales": list(SCALES),
-        }
-    )
+    answer = run_simulator(simulator_request(replay, split))
     row: dict[str, Any] = answer["splits"][0]
     return row
 

@@ -1,4 +1,5 @@
-"""One simulated engine (one pod): its scheduler, prefix cache, KV links, faults, metrics and log."""
+"""One simulated engine (one pod): the product's performance model (``perfmodel.model.engine``: its
+scheduler, prefix cache and KV transfer) with KV links, faults, metrics and a log."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from sandbox.engine import clock, connector_logs, tent
+from perfmodel.model import clock
+from perfmodel.model.config import PerfConfig
+from perfmodel.model.engine import ModelEngine
+from perfmodel.model.prefix_cache import PrefixCache
+from perfmodel.model.scheduler import Sequence
+from sandbox.engine import connector_logs, tent
 from sandbox.engine import links as L
-from sandbox.engine.config import PerfConfig, api_key
+from sandbox.engine.config import api_key
 from sandbox.engine.faults import FaultSet
-from sandbox.engine.metrics import EngineStats, Gauges, render
-from sandbox.engine.prefix_cache import PrefixCache
-from sandbox.engine.scheduler import Scheduler, Sequence
+from sandbox.engine.metrics import Gauges, render
 from sandbox.engine.spec import EngineSpec
 from sandbox.engine.startup import startup_lines
 from sandbox.engine.vllm_args import connector_family
@@ -23,7 +27,7 @@ LOG_LINES = 300
 ROLES = ("prefill", "decode")
 
 
-class SimEngine:
+class SimEngine(ModelEngine):
     def __init__(
         self,
         pod_key: str,
@@ -35,45 +39,31 @@ class SimEngine:
         lookup: Callable[[str], SimEngine | None],
         store: PrefixCache | None,
     ) -> None:
+        super().__init__(pod_key.rsplit("/", 1)[-1], ip, port, cfg, lookup)
+        self._lookup: Callable[[str], SimEngine | None] = lookup
         self.pod_key = pod_key
-        self.name = pod_key.rsplit("/", 1)[-1]
-        self.ip = ip
-        self.port = port
         self.plane_ports: dict[str, int] = {}  # MindIE: plane -> its own port (management, metrics)
         self.spec = spec
         self.labels = labels
-        self.cfg = cfg
         self.role = spec.role
         self.family = connector_family(spec.kv_connector)
         self.tent = tent.TentCounters()  # Mooncake's transfer engine, served on its own port
         self.tent_port = tent.tent_port(spec.env_dict(), self.family)
-        self._lookup = lookup
         self.store = store  # the Mooncake Store this engine's master serves (shared by its clients)
-        self.stats = EngineStats()
-        self.cache = PrefixCache(cfg.num_gpu_blocks if cfg.prefix_caching else 0)
         self.links = L.LinkTable()
         self.faults = FaultSet()
         self.log_lines: deque[str] = deque(maxlen=LOG_LINES)
         self.started = clock.now()
         self.crashed = False
         self.draining = False
-        self.inflight = 0
-        self._next_id = 0
         self.api_key = api_key(spec)
         self.on_role_change: Callable[[str, str], None] | None = None
         # Set once MindIE's management API assigned a peer table (mindie_role): from then on a pull
         # needs a link set up by an assignment; before it (no controller) links form on first use.
         self.peer_table_assigned = False
         self._stats_logged = (clock.now(), 0, 0)
-        self.scheduler = Scheduler(
-            cfg, self.stats, self.cache, self._pull, self._after_lookup, self._after_prefill
-        )
 
     # --- identity and state -------------------------------------------------------------------
-    @property
-    def address(self) -> str:
-        return f"{self.ip}:{self.port}"
-
     @property
     def monitored(self) -> bool:
         return self.spec.engine != "mindie" or self.spec.env_dict().get("MIES_SERVICE_MONITOR_MODE") == "1"
@@ -83,10 +73,6 @@ class SimEngine:
 
     def healthy(self) -> bool:
         return not self.crashed and not self.draining and self.loaded()
-
-    def new_request_id(self, prefix: str) -> str:
-        self._next_id += 1
-        return f"{prefix}-{self.name}-{self._next_id}"
 
     def request_id(self, prefix: str, client_id: str | None) -> str:
         """vLLM's request id: `cmpl-<X-Request-Id or a fresh id>-0` (one prompt per request)."""
@@ -175,7 +161,6 @@ class SimEngine:
         address = f"{params.get('remote_host')}:{params.get('remote_port')}"
         peer = self._lookup(address)
         peer_name = str(params.get("remote_engine_id") or (peer.name if peer else address))
-        started = clock.now()
         self.stats.external_queries += seq.prompt_len
         if self.faults.take("kv_not_delivered"):
             return False  # nothing arrives and nothing is counted as failed: the scheduler prefills here
@@ -244,21 +229,12 @@ class SimEngine:
                 transport, factor = "tcp", factor * tent.TCP_SLOWDOWN
                 peer.tent.fail_over("rdma", "tcp")
             peer.tent.write(transport, num_bytes)
-        seconds = self.cfg.transfer_seconds(num_bytes, factor, slow.delay_ms if slow else 0.0)
         # One link moves one KV cache at a time: concurrent pulls queue behind each other.
-        now = clock.now()
-        link.busy_until = max(now, link.busy_until) + seconds * self.cfg.time_scale
-        await asyncio.sleep(link.busy_until - now)
-        elapsed = clock.now() - started
+        elapsed = await self.receive(seq, link, num_bytes, factor, slow.delay_ms if slow else 0.0)
         link.record_success(elapsed, num_bytes)
         serve = peer.links.get(self.name)
         if serve is not None:
             serve.record_success(elapsed, num_bytes)
-        self.stats.observe_transfer(elapsed, num_bytes)
-        self.stats.external_hits += seq.prompt_len
-        self.stats.count_prompt_sources(computed=0, cache_hit=0, external=seq.prompt_len)
-        if self.cfg.prefix_caching:
-            self.cache.insert(seq.hashes)
         return True
 
     def _pull_failed(

@@ -6,9 +6,10 @@ The output is what `prometheus_client.generate_latest` writes (HELP/TYPE lines, 
 
 from __future__ import annotations
 
-import bisect
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
+
+from perfmodel.model.stats import Histogram
 
 LabelKey = tuple[tuple[str, str], ...]
 
@@ -42,26 +43,6 @@ def _num(value: float) -> str:
     if value == float("inf"):
         return "+Inf"
     return repr(float(value))
-
-
-class Histogram:
-    """Cumulative-on-render histogram: `counts[i]` holds observations in bucket i (non-cumulative)."""
-
-    __slots__ = ("buckets", "count", "counts", "total")
-
-    def __init__(self, buckets: Sequence[float]) -> None:
-        self.buckets = tuple(buckets)
-        self.counts = [0] * (len(self.buckets) + 1)
-        self.count = 0
-        self.total = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.buckets, value)] += 1
-        self.count += 1
-        self.total += value
-
-    def mean(self) -> float:
-        return self.total / self.count if self.count else 0.0
 
 
 class Writer:

@@ -18,11 +18,11 @@ from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
+from perfmodel.model.prefix_cache import PrefixCache
 from sandbox.engine.app import build_app
 from sandbox.engine.config import perf_config
 from sandbox.engine.engine import SimEngine
 from sandbox.engine.planes import ALL, METRICS, TENT, socket_planes
-from sandbox.engine.prefix_cache import PrefixCache
 from sandbox.engine.real import RealEngines, wants_real
 from sandbox.engine.spec import EngineArgumentError, EngineSpec
 

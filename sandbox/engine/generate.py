@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
+from perfmodel.model.scheduler import Sequence
 from sandbox.engine import dialects, spans, toolcalls
 from sandbox.engine.engine import SimEngine
 from sandbox.engine.httpbase import engine_of, json_response, read_body, unauthorized
@@ -22,7 +23,6 @@ from sandbox.engine.openai import (
     parse_request,
     usage,
 )
-from sandbox.engine.scheduler import Sequence
 from sandbox.engine.tokens import block_hashes, filler, tokenize
 from sandbox.engine.tools import PlannedCall, plan_call, tool_choice_problem
 

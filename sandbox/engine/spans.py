@@ -28,7 +28,7 @@ from urllib.parse import unquote
 
 import aiohttp
 
-from sandbox.engine import clock
+from perfmodel.model import clock
 from sandbox.engine.vllm_args import VllmArgs
 
 logger = logging.getLogger(__name__)

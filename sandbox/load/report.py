@@ -7,16 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default); 0.0 for no values."""
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+from perfmodel.model.stats import quantile
 
 
 @dataclass(frozen=True)

@@ -23,10 +23,10 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from perfmodel.model.routing import AFFINITY_BLOCKS, AffinityTable, Choice, choose
 from sandbox.engine.tokens import block_hashes, chat_prompt, tokenize
 from sandbox.router.matching import PrefixStore
 from sandbox.router.metrics import RouterStats
-from sandbox.router.policy import AFFINITY_BLOCKS, AffinityTable, Choice, choose
 
 BLOCK_SIZE = 16
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from perfmodel.model.routing import AffinityTable, choose
 from sandbox.controllers.routers import prefix_aware
-from sandbox.router.policy import AffinityTable, choose
 
 PREFILLS = [("p-a", "g0"), ("p-b", "g0"), ("p-c", "g0")]
 DECODES = [("d-a", "g0")]

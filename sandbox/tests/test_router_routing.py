@@ -7,8 +7,8 @@ import json
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
+from perfmodel.model.routing import AffinityTable, choose
 from sandbox.engine.testing import PDStack
-from sandbox.router.policy import AffinityTable, choose
 
 FAST = {"SANDBOX_TIME_SCALE": "0.05"}
 

@@ -1,5 +1,6 @@
-"""The virtual-clock simulator runs the sandbox's own engine code: on the same short trace it agrees with
-the real-time sandbox (engines + router over HTTP, driven by the workload generator) on TTFT and TBT.
+"""The virtual-clock simulator (``perfmodel.sim``) runs the same engine performance model as the sandbox's
+engines (``perfmodel.model``): on the same short trace it agrees with the real-time sandbox (engines +
+router over HTTP, driven by the workload generator) on TTFT and TBT.
 
 Tolerance: TTFT p50 and p95 within 25 % + 15 ms, TBT p50 and mean within 25 % + 3 ms of the real-time
 figure. The real-time path adds two HTTP hops and the event loop's own latency on a shared machine (which
@@ -11,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import time
 
-from sandbox.engine.config import PerfConfig
+from perfmodel.model.config import PerfConfig
+from perfmodel.model.stats import quantile
+from perfmodel.sim import SimRequest, run_trace
+from perfmodel.sim.loop import run_virtual
 from sandbox.engine.testing import PDStack
 from sandbox.engine.tokens import count_tokens
-from sandbox.load.report import quantile
 from sandbox.load.runner import run_load
 from sandbox.load.workload import Workload, plan
-from sandbox.sim import SimRequest, run_trace
-from sandbox.sim.loop import run_virtual
 
 RATE, DURATION, PROMPT, MAX_TOKENS = 3.0, 10.0, 768, 32
 # Every model duration × 3 in both (the same PerfConfig), so event-loop latency on a busy machine is small

@@ -3,8 +3,8 @@ timeout fails the move; the instance serves its old role again and nothing is re
 
 from __future__ import annotations
 
-from sandbox.sim import SimRequest, run_trace
-from sandbox.sim.cluster import ClusterView
+from perfmodel.sim import SimRequest, run_trace
+from perfmodel.sim.cluster import ClusterView
 
 
 def test_a_drain_timeout_fails_the_move_and_the_instance_serves_its_old_role():

@@ -3,8 +3,8 @@ is the one a following in-place switch takes (at once: it is already drained); u
 
 from __future__ import annotations
 
-from sandbox.sim import SimRequest, run_trace
-from sandbox.sim.cluster import ClusterView, Stage
+from perfmodel.sim import SimRequest, run_trace
+from perfmodel.sim.cluster import ClusterView, Stage
 
 
 def _trace() -> list[SimRequest]:

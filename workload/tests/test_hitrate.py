@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from gateway.prefixgroup import prefix_group
-from sandbox.router.policy import AffinityTable, least_loaded
+from perfmodel.model.routing import AffinityTable, least_loaded
 from workload.hitrate import Reuse, Warmth, explain, reuse, warmth_from_placements, warmth_from_router
 
 PROMPTS = [f"You are assistant number {i}. Follow the house style guide strictly." for i in range(3)]

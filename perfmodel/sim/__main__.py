@@ -1,4 +1,4 @@
-"""``python -m sandbox.sim``: replay traffic for several splits on the virtual clock (JSON in, JSON out).
+"""``python -m perfmodel.sim``: replay traffic for several splits on the virtual clock (JSON in, JSON out).
 
 stdin: {"buckets": [{start, seconds, rate, prompt_len, output_len}], "splits": [[p, d], ...],
         "ttft_ms", "tbt_ms", "scales": [0.5, 1, 1.5, 2], "perf": {PerfConfig fields}}
@@ -12,9 +12,9 @@ import sys
 from dataclasses import fields
 from typing import Any
 
-from sandbox.engine.config import PerfConfig
-from sandbox.sim.cluster import run_trace
-from sandbox.sim.evaluate import Bucket, attainment, goodput, trace_from_buckets
+from perfmodel.model.config import PerfConfig
+from perfmodel.sim.cluster import run_trace
+from perfmodel.sim.evaluate import Bucket, attainment, goodput, trace_from_buckets
 
 
 def evaluate(request: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,8 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from sandbox.sim.cluster import Outcome, SimCluster, SimRequest
+from perfmodel.sim.cluster import SimCluster
+from perfmodel.sim.types import Outcome, SimRequest
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.engine import clock
-from sandbox.engine.config import PerfConfig
-from sandbox.engine.metrics import EngineStats
-from sandbox.engine.prefix_cache import PrefixCache
+from perfmodel.model import clock
+from perfmodel.model.config import PerfConfig
+from perfmodel.model.prefix_cache import PrefixCache
+from perfmodel.model.stats import EngineStats
 
 
 @dataclass(eq=False)
