@@ -39,6 +39,9 @@ DEPLOY_JOBS = (PREFLIGHT, DEPLOY, REMOVE, DRIFT, DIAGNOSE)
 PROXY_SOURCE = "the API-server proxy metrics source"
 REBALANCE = "in-place role switch"
 IN_PLACE = "in-place role switches (MindIE with LLM-DataDist, SGLang with Mooncake, on Kthena)"
+PLANNER = "planner"
+AUTO_MODE = "the planner's auto mode"
+HANDOVER = "handing the ratio bounds to Kthena's autoscaler"
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,41 @@ PERMISSIONS: tuple[Permission, ...] = (
         "drain, unlink, switch and re-link an instance through its engine's switch interface",
         (REBALANCE,),
         IN_PLACE,
+    ),
+    # Only for the planner's auto mode (kube/owners.py): before it starts and on every tick, whether another
+    # autoscaler of the namespace sets the roles' replicas; without them auto mode is refused.
+    Permission(
+        "autoscaling",
+        "horizontalpodautoscalers",
+        ("list",),
+        "see whether an HPA sets the roles' replicas",
+        (PLANNER,),
+        AUTO_MODE,
+    ),
+    Permission(
+        "keda.sh",
+        "scaledobjects",
+        ("list",),
+        "see whether KEDA sets the roles' replicas",
+        (PLANNER,),
+        AUTO_MODE,
+    ),
+    Permission(
+        "workload.serving.volcano.sh",
+        "autoscalingpolicies",
+        ("list",),
+        "see whether Kthena's autoscaler sets the roles' replicas",
+        (PLANNER,),
+        AUTO_MODE,
+    ),
+    # Only for the hand-over: read and rewrite the AutoscalingPolicy's ratioConstraint.
+    Permission(
+        "workload.serving.volcano.sh",
+        "autoscalingpolicies",
+        ("get", "update"),
+        "write the planner's ratio bounds into Kthena's AutoscalingPolicy",
+        (PLANNER,),
+        HANDOVER,
     ),
 )
 

@@ -8,6 +8,8 @@ import pytest
 import yaml
 
 from clusters.access import (
+    AUTO_MODE,
+    HANDOVER,
     IN_PLACE,
     PERMISSIONS,
     PROXY_SOURCE,
@@ -78,12 +80,21 @@ def test_namespace_creation_by_server_side_apply_needs_patch() -> None:
     assert {("get", "", "namespaces"), ("patch", "", "namespaces")} <= keys
 
 
-def test_proxy_rows_are_marked_as_needed_only_by_that_source() -> None:
+def test_optional_rows_are_marked_with_what_needs_them() -> None:
     proxy = {(n.verb, n.resource) for n in REQUIRED_ACCESS if n.only_for == PROXY_SOURCE}
     assert proxy == {("get", "pods/proxy"), ("create", "pods/proxy"), ("get", "services/proxy")}
     in_place = {(n.verb, n.resource) for n in REQUIRED_ACCESS if n.only_for == IN_PLACE}
     assert in_place == {("patch", "pods"), ("get", "pods/proxy"), ("create", "pods/proxy")}
-    assert {n.only_for for n in REQUIRED_ACCESS if n.only_for} == {PROXY_SOURCE, IN_PLACE}
+    planner = {(n.verb, n.resource) for n in REQUIRED_ACCESS if n.only_for == AUTO_MODE}
+    assert planner == {
+        ("list", "horizontalpodautoscalers"),
+        ("list", "scaledobjects"),
+        ("list", "autoscalingpolicies"),
+    }
+    handover = {(n.verb, n.resource) for n in REQUIRED_ACCESS if n.only_for == HANDOVER}
+    assert handover == {("get", "autoscalingpolicies"), ("update", "autoscalingpolicies")}
+    optional = {PROXY_SOURCE, IN_PLACE, AUTO_MODE, HANDOVER}
+    assert {n.only_for for n in REQUIRED_ACCESS if n.only_for} == optional
     assert ("get", "", "pods/log") in {n.key for n in REQUIRED_ACCESS if not n.only_for}
 
 
@@ -148,3 +159,12 @@ def test_rules_allow_matches_a_rules_review_as_rbac_does() -> None:
     assert not rules_allow([named], patch_cm), "a rule for named objects does not cover Tandem's objects"
     assert rules_allow([{"apiGroups": [""], "resources": ["*/log"], "verbs": ["get"]}], log)
     assert not rules_allow([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}], log)
+
+
+def test_every_autoscaler_kind_the_planner_lists_has_a_list_row() -> None:
+    from kube.owners import AUTOSCALERS
+
+    held = {(g, r) for g, r, v in granted() if v == "list"}
+    for api_version, kind in AUTOSCALERS:
+        plural = kind.lower()[:-1] + "ies" if kind.endswith("y") else kind.lower() + "s"
+        assert (_group(api_version), plural) in held, f"listing {kind} ({api_version}) is not in the table"

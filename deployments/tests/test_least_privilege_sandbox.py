@@ -279,6 +279,7 @@ def test_the_jobs_call_exactly_the_tables_verbs_and_are_never_refused(
     from clusters.services import cluster_check
     from deployments import runner
     from deployments.services import deployment_start, topology_scale_start
+    from rebalancing.services.owners import owners_read
     from topologies.services import topology_create
 
     token = service_account_with(lab_sandbox, shipped_rbac()[0]["rules"])
@@ -289,6 +290,8 @@ def test_the_jobs_call_exactly_the_tables_verbs_and_are_never_refused(
             cluster=cluster, spec=_spec(lab_sandbox, "mooncake-store", "vllm", backend), actor=operator
         )
         assert deploy_now(topology, operator).state == State.SUCCEEDED
+        # The planner's auto mode may check who else sets the replicas (HPA, KEDA, Kthena's autoscaler).
+        assert owners_read(topology)[2] == []
         scaled = topology_scale_start(
             topology=topology, role="decode", replicas=2, actor=operator, source_ip=None
         )
