@@ -37,6 +37,17 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if missing:
         hints = "; ".join(f"{name}: {START_HINTS[name]}" for name in missing)
         raise pytest.UsageError(f"the test suite needs {', '.join(missing)} running; start with: {hints}")
+    _empty_redis()
+
+
+def _empty_redis() -> None:
+    """Each run starts from an empty Redis database (its own: ``tests/parallel.py`` gives each worker one).
+    A previous run's queued tasks, live snapshots and counters are keyed by ids that this run's new test
+    database hands out again (the last lane's topology 1 is this lane's topology 1); left there, a page
+    would show another run's live figures and a worker would run another run's queued jobs."""
+    import redis
+
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
 
 
 @pytest.fixture(scope="session", autouse=True)

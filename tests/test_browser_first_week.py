@@ -90,6 +90,7 @@ def test_panel_answers_in_view_kept_input_and_a_phone_sized_page(page, deployed,
 
     from django.utils import timezone
 
+    from gateway.services import route_update
     from keys.services import key_create
 
     topology = deployed
@@ -179,7 +180,15 @@ def test_panel_answers_in_view_kept_input_and_a_phone_sized_page(page, deployed,
             _answer_in_view(page, "deployments", "")
         _shot(page, "deploy-answer-1440")
 
-        # A phone: the page is the screen's width, the nav is reachable, the answers still land in view.
+        # A phone: the page is the screen's width, the nav is reachable, the answers still land in view,
+        # long unbroken words included (the router's in-cluster address, once discovered, is one).
+        route_update(
+            topology=topology,
+            changes={
+                "endpoint_url": f"http://{topology.name}-router.tandem-first-week-of-a-team.svc.cluster.local:8000"
+            },
+            actor=operator,
+        )
         page.set_viewport_size(PHONE)
         page.goto(base + url)
         assert _page_width(page) <= 390
