@@ -86,9 +86,10 @@ assistants: $(STAMP) assistant-clients
 	@mkdir -p var/staticfiles var/screenshots
 	$(TEST_ENV) $(BIN)/python -m pytest -m assistant $(PYTEST_ARGS)
 
+# The browser tests wait on sandbox clusters and servers far more than Chromium uses the CPU: two workers.
 browser: $(STAMP)
 	@mkdir -p var/staticfiles var/screenshots
-	$(TEST_ENV) $(BIN)/pytest -m browser $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -p tests.parallel -n $(TEST_WORKERS) --dist loadfile -m browser $(PYTEST_ARGS)
 
 # The machine's part first: PostgreSQL and Redis running, Chromium, kubectl, Prometheus (started or
 # installed; without root it stops with the command to run).
