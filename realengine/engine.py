@@ -77,6 +77,7 @@ class Engine:
     cores: str | None = None
     max_num_seqs: int = 8
     served_name: str = MODEL_NAME
+    env: dict[str, str] = field(default_factory=dict)  # added to the engine's environment (OTEL_*, ...)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -107,7 +108,8 @@ class Engine:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 self.command(python, model), stdout=out, stderr=subprocess.STDOUT,
-                env=environment(self.cores), start_new_session=True, preexec_fn=_die_with_parent,
+                env={**environment(self.cores), **self.env},
+                start_new_session=True, preexec_fn=_die_with_parent,
             )  # fmt: skip
         return self
 
