@@ -51,9 +51,9 @@ from rebalance_workloads import w1, w2, w3
 from perfmodel.sim.cluster import Controller, SimCluster, SimRequest
 from perfmodel.sim.evaluate import attainment
 from perfmodel.sim.loop import run_virtual
+from rebalancing.inplace import DRAIN_TIMEOUT_SECONDS as DRAIN_TIMEOUT  # the executor's
 from rebalancing.policy import Limits
 
-DRAIN_TIMEOUT = 30.0  # the product's REBALANCE_DRAIN_TIMEOUT_SECONDS default
 BUDGETS = {"W1": 8, "W2": 10, "W3": 8, "H1": 8, "H2": 8}
 SCALES = {
     "W1": (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0),

@@ -19,6 +19,7 @@ from controlplane.env import (
     env_str,
     env_url,
 )
+from rebalancing.inplace import DRAIN_TIMEOUT_SECONDS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -461,7 +462,9 @@ PLANNER_INTERVAL_SECONDS = float(env_str("PLANNER_INTERVAL_SECONDS", "5"))
 if PLANNER_INTERVAL_SECONDS < 1:
     raise ConfigError("PLANNER_INTERVAL_SECONDS must be at least 1 (seconds)")
 # How long an in-place role switch waits for the instance's in-flight requests before giving up.
-REBALANCE_DRAIN_TIMEOUT_SECONDS = env_seconds("REBALANCE_DRAIN_TIMEOUT_SECONDS", 30.0, minimum=1)
+REBALANCE_DRAIN_TIMEOUT_SECONDS = env_seconds(
+    "REBALANCE_DRAIN_TIMEOUT_SECONDS", DRAIN_TIMEOUT_SECONDS, minimum=1
+)
 # How long one step of an in-place switch (a role assignment: its links, the switch itself) may take.
 REBALANCE_STEP_TIMEOUT_SECONDS = env_seconds("REBALANCE_STEP_TIMEOUT_SECONDS", 30.0, minimum=1)
 CELERY_BEAT_SCHEDULE["rebalancing-planner-tick"] = {

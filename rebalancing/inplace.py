@@ -34,6 +34,13 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
+# How long the executor waits for an instance's in-flight requests before the switch fails (the default of
+# REBALANCE_DRAIN_TIMEOUT_SECONDS); the simulator (perfmodel.sim) drains with the same bound.
+DRAIN_TIMEOUT_SECONDS = 30.0
+# A failed switch fails the whole move: the instance, and those of the move not yet switched, serve their old
+# role again and nothing retries it (the planner decides anew at its next tick). The simulator does the same.
+FAILED_SWITCH_FAILS_MOVE = True
+
 # Where the Ascend device plugin writes a pod's NPUs and their device IPs (the rank table's source);
 # newer releases of the plugin use the second key.
 ASCEND_ANNOTATIONS = (

@@ -9,6 +9,11 @@ while the budget has room the growing role gains an instance first (Ready after
 ``model_load_seconds``), otherwise the shrinking role gives one up first; an instance being removed
 takes no new requests and finishes its in-flight ones (bounded by ``drain_timeout``) before it goes.
 
+Drains and failures are the product's: ``drain_timeout`` defaults to the executor's drain timeout and
+``fail_moves`` to its failure semantics (``rebalancing.inplace.DRAIN_TIMEOUT_SECONDS`` and
+``FAILED_SWITCH_FAILS_MOVE``: a switch whose drain outlasts the timeout fails the whole move, nothing retries
+it). ``fail_moves=False`` is the old benchmark's behaviour (a failed switch is skipped and the move retried).
+
 With ``in_place`` (engines that switch a running instance's role: MindIE, SGLang with Mooncake), an
 opposing move takes an instance of the shrinking role out of routing, drains it the same way, then
 switches it: its links torn down and set up again with the other role's instances and the switch
@@ -30,6 +35,7 @@ from perfmodel.model.routing import AffinityTable
 from perfmodel.sim.flow import serve as serve_request
 from perfmodel.sim.observe import view as observe
 from perfmodel.sim.types import ClusterView, Controller, Instance, Outcome, SimRequest, Stage
+from rebalancing.inplace import DRAIN_TIMEOUT_SECONDS, FAILED_SWITCH_FAILS_MOVE
 
 
 def _load(engine: ModelEngine) -> int:
@@ -52,11 +58,11 @@ class SimCluster:
         *,
         budget: int | None = None,
         model_load_seconds: float = 30.0,
-        drain_timeout: float = 120.0,
+        drain_timeout: float = DRAIN_TIMEOUT_SECONDS,
         keep_gaps: bool = False,
         retry_attempts: int = 2,
         in_place: bool = False,
-        fail_moves: bool = False,
+        fail_moves: bool = FAILED_SWITCH_FAILS_MOVE,
     ) -> None:
         self.cfg = cfg or PerfConfig()
         self.in_place = in_place
@@ -320,8 +326,8 @@ def run_trace(
     model_load_seconds: float = 30.0,
     keep_gaps: bool = False,
     in_place: bool = False,
-    drain_timeout: float = 120.0,
-    fail_moves: bool = False,
+    drain_timeout: float = DRAIN_TIMEOUT_SECONDS,
+    fail_moves: bool = FAILED_SWITCH_FAILS_MOVE,
 ) -> SimCluster:
     """Run a trace to its end on a fresh virtual-clock loop; the cluster holds outcomes and counts."""
     from perfmodel.sim.loop import run_virtual

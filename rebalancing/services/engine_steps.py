@@ -28,6 +28,7 @@ from kube.labels import (
     topology_selector,
 )
 from rebalancing.inplace import (
+    DRAIN_TIMEOUT_SECONDS,
     Instance,
     ascend_devices,
     assignment,
@@ -261,7 +262,7 @@ def sglang_relocate(engine: Engine, rebalance: Rebalance, inst: Instance, to_rol
         started = time.monotonic()
         # SGLang refuses unless fully idle, which also counts KV still in transfer: retry that refusal
         # for as long as the drain may take.
-        deadline = started + float(rebalance.params.get("drain_timeout_seconds") or 30)
+        deadline = started + float(rebalance.params.get("drain_timeout_seconds") or DRAIN_TIMEOUT_SECONDS)
         while True:
             # SGLang answers once it has rebuilt its disaggregation side: allow it the step timeout.
             code, answer = engine.call(

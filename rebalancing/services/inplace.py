@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from controlplane.api.errors import Conflict
 from kube.labels import NOT_SERVING
-from rebalancing.inplace import Instance, devices_problem
+from rebalancing.inplace import DRAIN_TIMEOUT_SECONDS, Instance, devices_problem
 from rebalancing.models import Rebalance, RebalanceKind, RebalanceState, RoleOverride
 from rebalancing.services.engine_steps import (
     VERIFIED,
@@ -79,7 +79,7 @@ def instance_role_assign(*, topology: Any, instance: str, role: str, peers: list
 
 
 def _stale_after(rebalance: Rebalance) -> timedelta:
-    drain = float(rebalance.params.get("drain_timeout_seconds") or 30)
+    drain = float(rebalance.params.get("drain_timeout_seconds") or DRAIN_TIMEOUT_SECONDS)
     return timedelta(seconds=drain + 6 * step_timeout())
 
 
@@ -166,7 +166,8 @@ def _switch_one(
         if not unrouted:
             engine.relabel(name, NOT_SERVING)
             _log(rebalance, f"Stopped routing new requests to {name} (serving-role label → {NOT_SERVING})")
-        drain(engine, rebalance, inst, float(rebalance.params.get("drain_timeout_seconds") or 30))
+        timeout = float(rebalance.params.get("drain_timeout_seconds") or DRAIN_TIMEOUT_SECONDS)
+        drain(engine, rebalance, inst, timeout)
         touched = True
         relocate(engine, rebalance, inst, target)
         _log(rebalance, f"Verified: {name} serves {target} ({VERIFIED.get(rebalance.topology.engine, '')})")
