@@ -30,6 +30,7 @@ from telemetry.signals import interval_collected
 from telemetry.snapshot import Event, OverviewMessage, TelemetryMessage, TopologySnapshot, empty_snapshot
 from telemetry.targets import device_ips, scrape_port, tent_port
 from topologies.models import Backend, Topology
+from topologies.render.engine import TENT_METRICS_PORT
 from topologies.selectors import pod_selector as topology_pod_selector
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,12 @@ _series_epochs: dict[int, int] = {}
 
 
 def pod_targets(
-    pods: Iterable[kube.PodInfo], *, engine: str = "", spec_port: int | None = None, kv_connector: str = ""
+    pods: Iterable[kube.PodInfo],
+    *,
+    engine: str = "",
+    spec_port: int | None = None,
+    kv_connector: str = "",
+    tent_metrics_port: int = TENT_METRICS_PORT,
 ) -> list[PodTarget]:
     """The pods worth scraping: not being deleted, not the router; role from Tandem's serving-role label
     (else its role label or Kthena's); the port per engine (MindIE: its metrics plane) and the NPU
@@ -71,7 +77,7 @@ def pod_targets(
                 group=pod.labels.get(GROUP_LABEL, ""),
                 container=pod.serving_container,
                 devices=device_ips(pod.annotations),
-                tent_port=tent_port(engine, kv_connector, pod.container_ports),
+                tent_port=tent_port(engine, kv_connector, pod.container_ports, tent_metrics_port),
             )
         )
     return targets
@@ -80,6 +86,13 @@ def pod_targets(
 def _spec_port(spec: object) -> int | None:
     port = spec.get("port") if isinstance(spec, dict) else None
     return port if isinstance(port, int) else None
+
+
+def _tent_metrics_port(spec: object) -> int:
+    """Where the spec put TENT's metrics server (``connector.transfer_metrics_port``), else its default."""
+    connector = spec.get("connector") if isinstance(spec, dict) else None
+    port = connector.get("transfer_metrics_port") if isinstance(connector, dict) else None
+    return port if isinstance(port, int) else TENT_METRICS_PORT
 
 
 def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
@@ -113,6 +126,7 @@ def telemetry_collect(*, topology_id: int) -> TopologySnapshot | None:
             engine=topology.engine,
             spec_port=_spec_port(topology.spec),
             kv_connector=topology.kv_connector,
+            tent_metrics_port=_tent_metrics_port(topology.spec),
         ),
         state=dict(state),
         now=now,

@@ -34,9 +34,13 @@ def device_ips(annotations: dict[str, str]) -> tuple[str, ...]:
     return tuple(ip for _, ip in ascend_devices(annotations))
 
 
-def tent_port(engine: str, kv_connector: str, ports: tuple[int, ...]) -> int | None:
+def tent_port(
+    engine: str, kv_connector: str, ports: tuple[int, ...], wanted: int = TENT_METRICS_PORT
+) -> int | None:
     """The port of Mooncake's transfer engine's own ``/metrics`` (TENT; the renderer declares it as
-    ``tent-metrics``) when the pod's KV travels through it and the pod declares that port."""
-    if kv_connector != "mooncake" or engine == "mindie" or TENT_METRICS_PORT not in ports:
+    ``tent-metrics`` when the spec's ``connector.transfer_metrics`` is on, at its
+    ``transfer_metrics_port``, ``wanted``) when the pod's KV travels through it and the pod declares that
+    port."""
+    if kv_connector != "mooncake" or engine == "mindie" or wanted not in ports:
         return None
-    return TENT_METRICS_PORT
+    return wanted

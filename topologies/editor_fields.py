@@ -190,6 +190,23 @@ SECTIONS: list[tuple[str, str, list[EditorField]]] = [
                 show_for=("mooncake", "mooncake-store"),
             ),
             EditorField(
+                "connector.transfer_metrics",
+                "Transfer-engine metrics",
+                "Turn on Mooncake's transfer engine (TENT) metrics server (TENT_METRICS_ENABLED) and declare "
+                "its port as tent-metrics: telemetry then names KV transfers falling back from RDMA to TCP.",
+                "choice",
+                choices=("false", "true"),
+                show_for=("mooncake",),
+            ),
+            EditorField(
+                "connector.transfer_metrics_port",
+                "Transfer-engine metrics port",
+                "Where TENT serves /metrics (TENT_METRICS_HTTP_PORT; default 9100); must not clash with "
+                "another port of the engine container.",
+                "int",
+                show_for=("mooncake",),
+            ),
+            EditorField(
                 "connector.side_channel_port",
                 "NIXL side-channel port",
                 "VLLM_NIXL_SIDE_CHANNEL_PORT: NIXL's handshake port.",

@@ -53,6 +53,8 @@ def spec_to_values(spec: dict[str, Any]) -> dict[str, str]:
         value = _get(spec, path)
         if value is None:
             values[path] = ""
+        elif isinstance(value, bool):
+            values[path] = "true" if value else "false"
         elif f.kind == "args":
             values[path] = " ".join(shlex.quote(str(a)) for a in value)
         elif f.kind == "map":

@@ -373,6 +373,7 @@ def check_ports(spec: TopologySpec) -> list[Finding]:
         "nixl": "connector.side_channel_port",
         "link": "connector.link_port",
         "metrics": "port (MindIE's metricsPort: port + 2)",
+        "tent-metrics": "connector.transfer_metrics_port",
     }
     seen: set[tuple[str, str]] = set()
     for role in ("prefill", "decode"):

@@ -78,6 +78,11 @@ class CacheDesc:
     dtype: str
 
 
+# TENT's metrics server port: MetricsConfig.http_port's default (kvcache-ai/Mooncake
+# mooncake-transfer-engine/tent/include/tent/metrics/config_loader.h).
+TENT_METRICS_DEFAULT_PORT = 9100
+
+
 @dataclass(frozen=True)
 class ConnectorSpec:
     type: str
@@ -91,6 +96,10 @@ class ConnectorSpec:
     decode_cluster_id: int = 100
     link_port: int = 26000
     cache_desc: CacheDesc | None = None
+    # Mooncake's transfer engine (TENT) serving its own /metrics (transport failovers, bytes per transport):
+    # off unless asked for, so manifests written without it (Kthena's examples) import unchanged.
+    transfer_metrics: bool = False
+    transfer_metrics_port: int = TENT_METRICS_DEFAULT_PORT
 
 
 @dataclass(frozen=True)

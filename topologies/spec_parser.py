@@ -21,6 +21,7 @@ from topologies.spec import (
     NAME_MAX,
     RESOURCE_NAME,
     SECRET_REF,
+    TENT_METRICS_DEFAULT_PORT,
     TRACING_MODES,
     Bounds,
     CacheDesc,
@@ -110,6 +111,17 @@ class SpecParser:
         if not lo <= value <= hi:
             self.err(path, f"must be between {lo} and {hi} (got {value})")
             return max(lo, min(hi, value))
+        return value
+
+    def boolean(self, src: dict[str, Any], key: str, path: str, default: bool) -> bool:
+        value = src.get(key, default)
+        if value is None or value == "":
+            return default
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"  # the editor's text
+        if not isinstance(value, bool):
+            self.err(path, "must be true or false")
+            return default
         return value
 
     def check(self, path: str, problem: str | None) -> None:
@@ -392,7 +404,22 @@ class SpecParser:
             ),
             link_port=self.integer(c, "link_port", "connector.link_port", 26000, lo=1024, hi=65535),
             cache_desc=desc,
+            transfer_metrics=self.boolean(c, "transfer_metrics", "connector.transfer_metrics", False),
+            transfer_metrics_port=self.integer(
+                c,
+                "transfer_metrics_port",
+                "connector.transfer_metrics_port",
+                TENT_METRICS_DEFAULT_PORT,
+                lo=1024,
+                hi=65535,
+            ),
         )
+        if spec.transfer_metrics and (kind != "mooncake" or engine == "mindie"):
+            self.err(
+                "connector.transfer_metrics",
+                "only Mooncake's transfer engine serves these metrics (connector mooncake on vllm, "
+                "vllm-ascend or sglang): turn it off",
+            )
         if kind == "llm-datadist" and spec.prefill_cluster_id == spec.decode_cluster_id:
             self.err(
                 "connector.decode_cluster_id",

@@ -101,6 +101,10 @@ class _SchemaRecorder(SpecParser):
         self.record(path, schema, required=default is None)
         return lo if default is None else default
 
+    def boolean(self, src: dict[str, Any], key: str, path: str, default: bool) -> bool:
+        self.record(path, {"type": "boolean", "default": default})
+        return default
+
     def unset_or_integer(
         self, src: dict[str, Any], key: str, path: str, default: int, *, lo: int, hi: int
     ) -> int:

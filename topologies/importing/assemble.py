@@ -27,6 +27,22 @@ def duration_ms(text: Any) -> int | None:
     return {"ms": n, "s": n * 1000, "m": n * 60000}[unit]
 
 
+def _transfer_metrics(values: dict[str, str], conn: dict[str, Any], report: Report) -> None:
+    """TENT's metrics server (TENT_METRICS_ENABLED / TENT_METRICS_HTTP_PORT) as connector.transfer_metrics."""
+    if "transfer_metrics" not in values and "transfer_metrics_port" not in values:
+        return
+    enabled = values.get("transfer_metrics", "").strip().lower() in ("true", "1", "yes", "on")
+    if enabled and conn["type"] != "mooncake":
+        report.unsupported(
+            "roles", "TENT_METRICS_ENABLED without Mooncake's transfer engine: no metrics server to turn on"
+        )
+        return
+    if enabled:
+        conn["transfer_metrics"] = True
+        if "transfer_metrics_port" in values:
+            conn["transfer_metrics_port"] = values["transfer_metrics_port"]
+
+
 def spec_draft(
     *,
     name: str,
@@ -82,6 +98,7 @@ def spec_draft(
     for key in ("side_channel_port", "bootstrap_port"):
         if key in values:
             conn[key] = values[key]
+    _transfer_metrics(values, conn, report)
     draft["connector"] = conn
     report.mapped("roles", "connector.type", f"KV connector {connector or '(not found)'}")
     draft["roles"] = {}

@@ -27,6 +27,8 @@ RENDERED_ENV = {
     "TANDEM_ROLE",
     "TANDEM_ENGINE",
     "TANDEM_KV_CONNECTOR",
+    "TENT_METRICS_ENABLED",
+    "TENT_METRICS_HTTP_PORT",
 }
 SHM_PATH = "/dev/shm"  # noqa: S108 (shared memory mount)
 KNOWN_POD_KEYS = {"containers", "volumes", "nodeSelector"}
@@ -107,6 +109,9 @@ def _resources(container: dict[str, Any], src: str, out: dict[str, Any], report:
 ENV_FIELDS = {
     "VLLM_NIXL_SIDE_CHANNEL_PORT": "side_channel_port",
     "VLLM_MOONCAKE_BOOTSTRAP_PORT": "bootstrap_port",
+    # Mooncake's transfer engine's metrics server (the renderer's connector.transfer_metrics)
+    "TENT_METRICS_ENABLED": "transfer_metrics",
+    "TENT_METRICS_HTTP_PORT": "transfer_metrics_port",
 }
 
 

@@ -10,14 +10,18 @@ import json
 from typing import Any
 
 from kube import labels
-from topologies.spec import SECRET_REF, ConnectorSpec, RoleSpec, TopologySpec
+from topologies.spec import SECRET_REF, TENT_METRICS_DEFAULT_PORT, ConnectorSpec, RoleSpec, TopologySpec
 
 CONFIG_DIR = "/etc/tandem"
 # Mooncake's transfer engine (TENT) serves its own /metrics on this port (MetricsConfig.http_port's
-# default; kvcache-ai/Mooncake tent/include/tent/metrics/config_loader.h). Not rendered yet: declaring it
-# on every Mooncake engine would make Kthena's own manifests import with a difference. Telemetry reads it
-# from a pod that declares it.
-TENT_METRICS_PORT = 9100
+# default; kvcache-ai/Mooncake tent/include/tent/metrics/config_loader.h). Rendered only when the spec
+# asks (connector.transfer_metrics): declaring it on every Mooncake engine would make Kthena's own
+# manifests import with a difference. Telemetry reads it from a pod that declares it.
+TENT_METRICS_PORT = TENT_METRICS_DEFAULT_PORT
+TENT_PORT_NAME = "tent-metrics"
+# TENT's switches (config_loader.h: ENV_METRICS_ENABLED, ENV_METRICS_HTTP_PORT)
+TENT_ENV_ENABLED = "TENT_METRICS_ENABLED"
+TENT_ENV_PORT = "TENT_METRICS_HTTP_PORT"
 ASCEND_MOONCAKE_MODULE = "vllm_ascend.distributed.mooncake_connector"
 ASCEND_MOONCAKE_STORE_MODULE = "vllm_ascend.distributed.mooncake.mooncake_store_connector_v1"
 ASCEND_LLMDATADIST_MODULE = "vllm_ascend.distributed.llmdatadist_c_mgr_connector"
@@ -212,9 +216,18 @@ def command_and_args(spec: TopologySpec, role: str) -> tuple[list[str], list[str
     ]
 
 
+def tent_metrics(spec: TopologySpec) -> bool:
+    """TENT's metrics server is on: asked for on an engine whose KV moves through Mooncake's transfer
+    engine (vLLM's ``MooncakeConnector``, vllm-ascend's ``MooncakeConnectorV1``, SGLang's
+    ``--disaggregation-transfer-backend mooncake``)."""
+    return spec.connector.transfer_metrics and spec.connector.type == "mooncake" and spec.engine != "mindie"
+
+
 def _connector_env(spec: TopologySpec, role: str) -> list[dict[str, Any]]:
     c = spec.connector
     env: list[dict[str, Any]] = []
+    if tent_metrics(spec):
+        env += [_env(TENT_ENV_ENABLED, "true"), _env(TENT_ENV_PORT, c.transfer_metrics_port)]
     if c.type == "mooncake" and spec.engine == "vllm" and role == "prefill":
         env.append(_env("VLLM_MOONCAKE_BOOTSTRAP_PORT", c.bootstrap_port))
     if c.type == "nixl" and spec.engine in ("vllm", "vllm-ascend"):
@@ -313,6 +326,8 @@ def container_ports(spec: TopologySpec, role: str) -> list[dict[str, Any]]:
         ports.append({"name": "link", "containerPort": c.link_port, "protocol": "TCP"})
     if spec.engine == "mindie":
         ports.append({"name": "metrics", "containerPort": mindie_metrics_port(spec.port), "protocol": "TCP"})
+    if tent_metrics(spec):
+        ports.append({"name": TENT_PORT_NAME, "containerPort": c.transfer_metrics_port, "protocol": "TCP"})
     return ports
 
 
