@@ -74,9 +74,19 @@ def test_denied_permissions_name_the_rules_to_add():
     )
 
 
-def test_permissions_only_a_metrics_source_or_in_place_switches_need_do_not_degrade_the_cluster():
+def test_permissions_only_a_metrics_source_in_place_switches_or_the_planner_need_do_not_degrade_the_cluster():
     optional = {n.label() for n in REQUIRED_ACCESS if n.only_for}
-    assert optional == {"get pods/proxy", "create pods/proxy", "get services/proxy", "patch pods"}
+    assert optional == {
+        "get pods/proxy",
+        "create pods/proxy",
+        "get services/proxy",
+        "patch pods",
+        "list horizontalpodautoscalers.autoscaling",
+        "list scaledobjects.keda.sh",
+        "list autoscalingpolicies.workload.serving.volcano.sh",
+        "get autoscalingpolicies.workload.serving.volcano.sh",
+        "update autoscalingpolicies.workload.serving.volcano.sh",
+    }
     perms = [{**p, "only_for": n.only_for} for p, n in zip(_perms(optional), REQUIRED_ACCESS, strict=True)]
     facts = CheckFacts(reachable=True, crds=set(KTHENA_CRDS), permissions=perms, nodes_total=1, nodes_ready=1)
     assert assess(facts) == ("healthy", "")
