@@ -17,6 +17,25 @@ PHASES = (
     ("decode", "gen_ai.latency.time_in_model_decode"),
 )
 KV_KEYS = ("gen_ai.latency.kv_transfer", "kv_transfer.seconds", "tandem.kv_transfer_seconds")
+# Why an engine with tracing on sent no span, per engine (docs/traces.md says what each exports).
+UNSENT = {
+    "vllm": "tracing off or endpoint unreachable (check the engine's log for 'Failed to export')",
+    "vllm-ascend": "tracing off or endpoint unreachable (check the engine's log for 'Failed to export')",
+    "sglang": "tracing off, the opentelemetry packages missing from its image, or the endpoint unreachable "
+    "(check the engine's log for 'initialize opentelemetry error')",
+    "mindie": "msServiceProfiler's forwarder (the ms-trace-forwarder container) did not export: check its "
+    "log, and that the image carries msServiceProfiler; MindIE traces only /v1/chat/completions and "
+    "/v1/completions",
+}
+KV_NOTE = {
+    "vllm": "KV transfer is not reported as a span by vLLM: on the decode it is inside the queue time "
+    "(the request waits there for the prefill's KV).",
+    "sglang": "SGLang's spans carry its own names (no queue/prefill/decode attributes as vLLM's): they are "
+    "shown as sent; KV transfer is one of them only with the mooncake trace module (tracing.mode "
+    "detailed).",
+    "mindie": "MindIE's span (msServiceProfiler's server.Request) holds the request's time and HTTP "
+    "details only: no queue, prefill, decode or KV transfer split, no token counts.",
+}
 
 
 @dataclass(frozen=True)
@@ -113,17 +132,12 @@ def _missing(
     for role in ("prefill", "decode"):
         if role in hops or ("engine" in hops and role == "decode"):
             continue
-        if engine not in ("vllm", "vllm-ascend"):
-            why = f"{engine} engines are not given an OTLP endpoint by Tandem's manifests"
-        elif tracing == "off":
+        if tracing == "off":
             why = "tracing is off for this topology (set tracing.mode to on in its spec)"
         else:
-            why = "tracing off or endpoint unreachable (check the engine's log for 'Failed to export')"
+            why = UNSENT.get(engine, UNSENT["vllm"])
         out.append(f"The {role} engine sent no span: {why}.")
-    out.append(
-        "KV transfer is not reported as a span by vLLM: on the decode it is inside the queue time "
-        "(the request waits there for the prefill's KV)."
-    )
+    out.append(KV_NOTE.get(engine, KV_NOTE["vllm"]))
     return out
 
 
@@ -140,6 +154,9 @@ def build(
         assert origin is not None
         hop = _hop(span, engines)
         hops.add(hop)
+        role = span.attributes.get("tandem.role")
+        if hop == "other" and role in ("prefill", "decode"):
+            hops.add(str(role))  # an engine's own span (SGLang's, MindIE's): that engine sent one
         depth, parent = 0, by_id.get(span.parent_span_id)
         while parent is not None and depth < 8:
             depth += 1

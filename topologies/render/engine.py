@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from kube import labels
+from topologies.render.tracing import ENGINE_ID_ENV, trace_forwarder, tracing_args, tracing_env
 from topologies.spec import SECRET_REF, TENT_METRICS_DEFAULT_PORT, ConnectorSpec, RoleSpec, TopologySpec
 
 CONFIG_DIR = "/etc/tandem"
@@ -25,7 +26,6 @@ TENT_ENV_PORT = "TENT_METRICS_HTTP_PORT"
 ASCEND_MOONCAKE_MODULE = "vllm_ascend.distributed.mooncake_connector"
 ASCEND_MOONCAKE_STORE_MODULE = "vllm_ascend.distributed.mooncake.mooncake_store_connector_v1"
 ASCEND_LLMDATADIST_MODULE = "vllm_ascend.distributed.llmdatadist_c_mgr_connector"
-ENGINE_ID_ENV = "TANDEM_ENGINE_ID"
 
 
 def config_map_name(spec: TopologySpec) -> str:
@@ -128,44 +128,6 @@ def _vllm_args(spec: TopologySpec, role: str) -> list[str]:
     return args + tracing_args(spec)
 
 
-def traced(spec: TopologySpec) -> bool:
-    """Whether the engines send their spans to Tandem: vLLM (and vllm-ascend) take an OTLP endpoint;
-    SGLang and MindIE are not given one (docs/traces.md says what they offer)."""
-    return spec.tracing.mode != "off" and spec.engine in ("vllm", "vllm-ascend")
-
-
-def tracing_args(spec: TopologySpec) -> list[str]:
-    """vLLM's `--otlp-traces-endpoint` (its `llm_request` span per request) and, for `detailed`,
-    `--collect-detailed-traces all` (its model and worker spans too; costly)."""
-    if not traced(spec):
-        return []
-    args = ["--otlp-traces-endpoint", spec.tracing.endpoint]
-    if spec.tracing.mode == "detailed":
-        args += ["--collect-detailed-traces", "all"]
-    return args
-
-
-def tracing_env(spec: TopologySpec, role: str) -> list[dict[str, Any]]:
-    """The OpenTelemetry SDK's settings: OTLP over HTTP/protobuf (vLLM's default is gRPC, which Tandem
-    does not serve), the span's service and instance (the pod's name) and role, the key's header."""
-    if not traced(spec):
-        return []
-    env = [
-        _env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"),
-        _env("OTEL_SERVICE_NAME", f"{spec.name}-{role}"),
-        _env("OTEL_RESOURCE_ATTRIBUTES", f"service.instance.id=$({ENGINE_ID_ENV}),tandem.role={role}"),
-    ]
-    if spec.tracing.headers_secret:
-        name, _, key = spec.tracing.headers_secret.partition("/")
-        env.append(
-            {
-                "name": "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-                "valueFrom": {"secretKeyRef": {"name": name, "key": key}},
-            }
-        )
-    return env
-
-
 def sglang_role_switch(spec: TopologySpec) -> bool:
     """Whether SGLang instances are started able to switch role in place (``--enable-pd-role-switch``,
     ``POST /pd_role_switch``): with the Mooncake transfer backend on Kthena, where Tandem routes by its
@@ -201,7 +163,7 @@ def _sglang_args(spec: TopologySpec, role: str) -> list[str]:
     if c.type == "mooncake-store":
         args += ["--enable-hierarchical-cache", "--hicache-storage-backend", "mooncake"]
     args += ["--enable-metrics", *r.extra_args]
-    return args
+    return args + tracing_args(spec)
 
 
 def command_and_args(spec: TopologySpec, role: str) -> tuple[list[str], list[str]]:
@@ -382,6 +344,9 @@ def pod_spec(spec: TopologySpec, role: str) -> dict[str, Any]:
         container["volumeMounts"].append({"name": "tandem-config", "mountPath": CONFIG_DIR, "readOnly": True})
         volumes.append({"name": "tandem-config", "configMap": {"name": config_map_name(spec)}})
     pod: dict[str, Any] = {"containers": [container], "volumes": volumes}
+    forwarder = trace_forwarder(spec, role)
+    if forwarder is not None:
+        pod["containers"].append(forwarder)
     if r.node_selector:
         pod["nodeSelector"] = dict(r.node_selector)
     return pod

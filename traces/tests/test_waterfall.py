@@ -48,7 +48,10 @@ def test_every_hop_without_a_span_is_named_with_why():
     off = build(TRACE, [GATEWAY], engine="vllm", tracing="off", has_router=True).missing
     assert any("prefill engine sent no span: tracing is off for this topology" in note for note in off)
     sglang = build(TRACE, [GATEWAY], engine="sglang", tracing="on", has_router=True).missing
-    assert any("sglang engines are not given an OTLP endpoint" in note for note in sglang)
+    assert any("decode engine sent no span" in n and "initialize opentelemetry error" in n for n in sglang)
+    mindie = build(TRACE, [GATEWAY], engine="mindie", tracing="on", has_router=True).missing
+    assert any("prefill engine sent no span" in n and "ms-trace-forwarder" in n for n in mindie)
+    assert any("no queue, prefill, decode or KV transfer split" in n for n in mindie)
     fallback = build(
         {**TRACE, "backend": "fallback"}, [GATEWAY], engine="vllm", tracing="on", has_router=True
     )
@@ -67,3 +70,16 @@ def test_cached_tokens_are_read_from_the_answers_usage_when_it_has_them():
         {**TRACE, "cached_tokens": 768}, [GATEWAY], engine="vllm", tracing="on", has_router=True
     )
     assert waterfall.tokens == {"prompt": 900, "output": 20, "cached": 768}
+
+
+def test_an_engines_own_span_names_its_hop_as_sent():
+    """SGLang's and MindIE's spans are not vLLM's llm_request: shown under their own names, and the role
+    their resource says (Tandem's manifests set tandem.role) is not reported as silent."""
+    req = span(
+        "c" * 16, "a" * 16, "Req 8f2c", "qwen-decode", "qwen-decode-0", 120, 900, **{"tandem.role": "decode"}
+    )
+    waterfall = build(TRACE, [GATEWAY, req], engine="sglang", tracing="on", has_router=False)
+    assert [(b.label, b.hop, b.instance) for b in waterfall.bars][1] == ("Req 8f2c", "other", "qwen-decode-0")
+    assert not any("decode engine sent no span" in note for note in waterfall.missing)
+    assert any("prefill engine sent no span" in note for note in waterfall.missing)
+    assert any(note.startswith("SGLang's spans carry its own names") for note in waterfall.missing)
