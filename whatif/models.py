@@ -36,6 +36,13 @@ class WhatIfRun(models.Model):
     progress = models.FloatField(default=0.0)
     step = models.CharField(max_length=300, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    trace = models.JSONField(
+        null=True,
+        blank=True,
+        help_text="An imported trace to replay instead of the window's traffic: "
+        '{"file_format", "name", "total", "requests": [[arrival_ms, prompt_tokens, output_tokens, '
+        "prefix_group], ...]} (its latest requests)",
+    )
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
 

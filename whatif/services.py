@@ -15,7 +15,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from controlplane.api.errors import Conflict, DomainError
 from controlplane.broadcast import broadcast_on_commit, topology_group
-from whatif import simulation
+from whatif import plan, simulation
 from whatif.models import ACTIVE_STATES, WhatIfRun, WhatIfState
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,10 @@ log = logging.getLogger(__name__)
 TOPOLOGY_LIMIT = 1  # queued or running runs per topology (also a partial unique constraint)
 USER_LIMIT = 2  # queued or running runs per person, over all topologies
 STALE_RUNNING = timedelta(minutes=15)  # a run "running" this long lost its worker: a new delivery takes it
-HISTORY_NAMES = ["topology.requests_ps", "topology.prompt_tps", "topology.gen_tps"]
+GOODPUT = (
+    "goodput = the highest rate (0.5×–2× the replayed one) at which ≥ 90 % of requests meet both TTFT and "
+    "TBT targets"
+)
 
 
 class TooMany(DomainError):
@@ -62,10 +65,12 @@ def whatif_run_create(
     window_seconds: int,
     end: float | None = None,
     splits: list[tuple[int, int]] | None = None,
+    trace: dict[str, Any] | None = None,
     source_ip: str | None = None,
 ) -> WhatIfRun:
     """Queue a what-if run; 400 with field errors for a bad window or split, 409 while the topology has a
-    run queued or running, 429 while the person has ``USER_LIMIT`` of them."""
+    run queued or running, 429 while the person has ``USER_LIMIT`` of them. ``trace`` (an imported trace,
+    ``WhatIfRun.trace``'s shape) is replayed instead of the window's traffic."""
     from django.contrib.auth import get_user_model
 
     from topologies.models import Topology
@@ -106,6 +111,7 @@ def whatif_run_create(
                 window_start=end - window_seconds,
                 window_end=end,
                 splits=[list(s) for s in chosen],
+                trace=trace,
                 requested_by=user,
                 requested_by_label=_label(user),
                 step="queued",
@@ -119,7 +125,12 @@ def whatif_run_create(
         actor=user,
         target=locked,
         source_ip=source_ip,
-        detail={"run": run.pk, "window_seconds": window_seconds, "splits": run.splits},
+        detail={
+            "run": run.pk,
+            "window_seconds": window_seconds,
+            "splits": run.splits,
+            **({"trace": {k: trace[k] for k in ("file_format", "name", "total")}} if trace else {}),
+        },
     )
     _event(run)
     from whatif.tasks import run_whatif
@@ -224,19 +235,15 @@ def whatif_run_execute(*, run_id: int) -> None:
     """The job: replay the window split by split, recording progress and noticing a cancel between splits.
     Idempotent: a run already finished, or running on a live worker, is left alone."""
     from rebalancing.selectors import effective_replicas
-    from telemetry.selectors import history
 
     run = _claim(run_id)
     if run is None:
         return
     topology = run.topology
     try:
-        recorded = history(
-            topology_id=topology.pk, names=HISTORY_NAMES, start=run.window_start, end=run.window_end, step=60
-        )
         splits = [(int(p), int(d)) for p, d in run.splits]
-        replay = simulation.replay_plan(
-            recorded=dict(recorded), splits=splits, ttft_ms=topology.slo_ttft_ms, tbt_ms=topology.slo_tbt_ms
+        replay = plan.traffic(
+            run=run, splits=splits, ttft_ms=topology.slo_ttft_ms, tbt_ms=topology.slo_tbt_ms
         )
         rows: list[dict[str, Any]] = []
         for index, split in enumerate(splits):
@@ -250,10 +257,12 @@ def whatif_run_execute(*, run_id: int) -> None:
         best = simulation.recommended(rows)
         result = {
             "requests": replay.requests,
+            "traffic_source": replay.source,
+            "recorded_requests": replay.recorded,
             "splits": rows,
             **({"recommended": best} if best else {}),
             "current": {"prefill": prefill, "decode": decode},
-            "note": replay.note,
+            "note": f"{replay.note}, on the engine performance model (virtual clock); {GOODPUT}",
         }
         with transaction.atomic():
             locked = WhatIfRun.objects.select_for_update().get(pk=run.pk)

@@ -1,6 +1,8 @@
 """The what-if: replay a topology's recorded traffic for every split its budget allows.
 
-The recorded traffic is the telemetry Tandem stores per minute (``topology.requests_ps``,
+Per-request traces (the gateway's records, an imported file) are replayed as recorded
+(``whatif/tracereplay.py``, chosen by ``whatif/plan.py``); without enough of them the recorded traffic is
+the telemetry Tandem stores per minute (``topology.requests_ps``,
 ``topology.prompt_tps``, ``topology.gen_tps``): each minute becomes a bucket of Poisson arrivals at
 that rate with that minute's mean prompt and output lengths. The replay runs in the product's
 virtual-clock simulator (``perfmodel.sim`` on the engine performance model ``perfmodel.model``, which the
@@ -20,7 +22,7 @@ import json
 import math
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from controlplane.api.errors import DomainError
@@ -91,13 +93,16 @@ def buckets_from_history(history: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def replay_seconds(bucket: dict[str, Any], runs: float) -> float:
-    """Estimated simulator time to replay ``bucket`` ``runs`` times (see the cost constants above)."""
-    per_request = (
-        REQUEST_COST_SECONDS
-        + bucket["output_len"] * OUTPUT_TOKEN_COST_SECONDS
-        + bucket["prompt_len"] * PROMPT_TOKEN_COST_SECONDS
+def request_seconds(prompt_len: float, output_len: float) -> float:
+    """Estimated simulator time of one request (see the cost constants above)."""
+    return (
+        REQUEST_COST_SECONDS + output_len * OUTPUT_TOKEN_COST_SECONDS + prompt_len * PROMPT_TOKEN_COST_SECONDS
     )
+
+
+def replay_seconds(bucket: dict[str, Any], runs: float) -> float:
+    """Estimated simulator time to replay ``bucket`` ``runs`` times."""
+    per_request = request_seconds(bucket["prompt_len"], bucket["output_len"])
     return float(bucket["rate"] * bucket["seconds"] * per_request * runs)
 
 
@@ -186,9 +191,25 @@ def splits_fields(chosen: list[tuple[int, int]], allowed: list[tuple[int, int]])
     return {}
 
 
+SOURCES = {
+    "gateway": "the gateway's per-request records",
+    "imported": "an imported trace file",
+    "rollups": "per-minute telemetry",
+}
+
+
+def too_large(splits: int) -> DomainError:
+    return DomainError(
+        f"replaying even one recorded request for {splits} splits exceeds the what-if's work budget",
+        code="whatif_too_large",
+        fields={"splits": ["consider fewer splits, or narrow rebalancing's prefill and decode bounds"]},
+    )
+
+
 @dataclass(frozen=True)
 class Replay:
-    """What one what-if run replays: the trimmed buckets, the splits, the targets and what it covers."""
+    """What one what-if run replays: the trimmed buckets (per-minute means) or trace (per-request rows
+    ``[arrival s, prompt, output, prefix group]``), the splits, the targets and what it covers."""
 
     buckets: list[dict[str, Any]]
     splits: list[tuple[int, int]]
@@ -196,6 +217,11 @@ class Replay:
     tbt_ms: float
     note: str
     requests: int
+    source: str = "rollups"  # a key of SOURCES
+    recorded: int = 0  # requests the source held for the window (before the work bounds)
+    trace: list[list[float]] | None = None
+    prefix_tokens: int = 0  # a prefix group's shared leading tokens (trace replays)
+    perf: dict[str, float] = field(default_factory=dict)  # PerfConfig fields; empty: the nominal model
 
 
 def replay_plan(
@@ -211,12 +237,9 @@ def replay_plan(
         )
     buckets = trim(recorded_buckets, splits=len(splits))
     if not buckets:
-        raise DomainError(
-            f"replaying even one recorded request for {len(splits)} splits exceeds the what-if's work budget",
-            code="whatif_too_large",
-            fields={"splits": ["consider fewer splits, or narrow rebalancing's prefill and decode bounds"]},
-        )
+        raise too_large(len(splits))
     requests = round(sum(b["rate"] * b["seconds"] for b in buckets))
+    held = round(sum(b["rate"] * b["seconds"] for b in recorded_buckets))
     replayed = sum(b["seconds"] for b in buckets)
     whole = len(buckets) == len(recorded_buckets) and replayed >= sum(b["seconds"] for b in recorded_buckets)
     scope = (
@@ -224,22 +247,24 @@ def replay_plan(
         if whole
         else f"the latest {replayed:.0f} s of {len(recorded_buckets)} recorded minutes (the replay budget)"
     )
-    note = (
-        f"{requests} requests replayed from {scope} on the engine performance model (virtual "
-        "clock); goodput = highest rate (0.5×–2× the recorded one) at which ≥ 90 % of requests meet both "
-        "TTFT and TBT targets"
-    )
-    return Replay(buckets, splits, ttft_ms, tbt_ms, note, requests)
+    note = f"{requests} requests (Poisson arrivals at each minute's mean rate and lengths) from {scope}"
+    return Replay(buckets, splits, ttft_ms, tbt_ms, note, requests, source="rollups", recorded=held)
 
 
 def simulator_request(replay: Replay, split: tuple[int, int]) -> dict[str, Any]:
     """What the simulator child reads on stdin to replay ``split``."""
+    traffic: dict[str, Any] = (
+        {"trace": replay.trace, "prefix_tokens": replay.prefix_tokens}
+        if replay.trace is not None
+        else {"buckets": replay.buckets}
+    )
     return {
-        "buckets": replay.buckets,
+        **traffic,
         "splits": [list(split)],
         "ttft_ms": replay.ttft_ms,
         "tbt_ms": replay.tbt_ms,
         "scales": list(SCALES),
+        **({"perf": replay.perf} if replay.perf else {}),
     }
 
 

@@ -76,3 +76,25 @@ def trace_from_buckets(buckets: Sequence[Bucket], scale: float = 1.0, seed: int 
             )
             t += rng.expovariate(rate)
     return out
+
+
+def trace_from_rows(
+    rows: Sequence[Sequence[float]], scale: float = 1.0, prefix_tokens: int = 0
+) -> list[SimRequest]:
+    """A recorded trace replayed as it came: rows of ``[arrival seconds, prompt tokens, output tokens,
+    prefix group]`` (group -1: none). Requests of one group share their first ``prefix_tokens`` tokens (at
+    most their whole prompt), so the prefix cache reuses them; ``scale`` k replays the same requests at k
+    times the rate (arrivals k times closer together)."""
+    out = []
+    for at, prompt, output, group in rows:
+        prompt_len, prefix = max(1, int(prompt)), int(group)
+        out.append(
+            SimRequest(
+                at=float(at) / scale,
+                prompt_len=prompt_len,
+                output_len=max(1, int(output)),
+                prefix=prefix,
+                prefix_len=min(prompt_len, prefix_tokens) if prefix >= 0 else 0,
+            )
+        )
+    return out

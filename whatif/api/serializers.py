@@ -6,8 +6,9 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from whatif import simulation
+from whatif import simulation, tracereplay
 from whatif.models import WhatIfRun
+from workload.tracefile import FORMATS, TraceError, parse
 
 
 class WhatIfRunInputSerializer(serializers.Serializer[dict[str, Any]]):
@@ -42,12 +43,44 @@ class WhatIfRunInputSerializer(serializers.Serializer[dict[str, Any]]):
         help_text="[[prefill, decode], ...] to consider; default every split the budget and bounds allow.",
     )
 
+    trace = serializers.CharField(
+        required=False,
+        trim_whitespace=False,
+        help_text="A trace file's content to replay instead of the window's traffic: Tandem's JSONL, "
+        "Mooncake's JSONL or Azure's CSV (docs/hit-rate.md, \"Trace files\"); its latest "
+        f"{simulation.MAX_REQUESTS} requests are kept, and the replay budget may keep fewer.",
+    )
+    trace_format = serializers.ChoiceField(
+        choices=list(FORMATS),
+        required=False,
+        help_text="The trace's format; default: read from its first line.",
+    )
+    trace_name = serializers.CharField(
+        required=False, max_length=200, default="", help_text="A name for the imported trace (its file's)."
+    )
+
     def validate_end(self, value: float | None) -> float | None:
         if value is not None:
             problem = simulation.window_problem(end=value, now=time.time())
             if problem:
                 raise serializers.ValidationError(problem)
         return value
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """An imported trace is read here: a bad one is a field error naming its line and field."""
+        text, chosen = attrs.pop("trace", None), attrs.pop("trace_format", "")
+        name = attrs.pop("trace_name", "")
+        if text is None:
+            if chosen:
+                raise serializers.ValidationError({"trace_format": ["give the trace too, or leave this out"]})
+            return attrs
+        try:
+            found_format, found = parse(text, chosen)
+        except TraceError as error:
+            where = f"line {error.line}, " if error.line else ""
+            raise serializers.ValidationError({"trace": [f"{where}{error.field}: {error.message}"]}) from None
+        attrs["trace"] = tracereplay.imported(file_format=found_format, requests=found, name=name)
+        return attrs
 
 
 class SplitSerializer(serializers.Serializer[dict[str, Any]]):
@@ -67,15 +100,41 @@ class WhatIfResultSerializer(serializers.Serializer[dict[str, Any]]):
     splits = WhatIfSplitSerializer(
         many=True, help_text="One row per simulated split (all, or those done before a cancel)."
     )
-    requests = serializers.IntegerField(required=False)
+    requests = serializers.IntegerField(
+        required=False, help_text="Requests replayed (within the work bounds)."
+    )
+    traffic_source = serializers.ChoiceField(
+        choices=list(simulation.SOURCES),
+        required=False,
+        help_text="What was replayed: gateway = the gateway's per-request records of the window (arrivals, "
+        "lengths, prefix groups, as recorded); imported = the trace the run was started with; rollups = "
+        "per-minute telemetry as Poisson arrivals at each minute's mean rate and lengths (too few records).",
+    )
+    recorded_requests = serializers.IntegerField(
+        required=False, help_text="Requests the source held for the window, before the work bounds."
+    )
     recommended = WhatIfSplitSerializer(required=False, help_text="Best attainment, goodput breaking ties.")
     current = SplitSerializer(required=False)
     note = serializers.CharField(required=False)
     incomplete = serializers.BooleanField(required=False, help_text="True: the run was cancelled part-way.")
 
 
+IMPORTED_TRACE = {
+    "type": "object",
+    "nullable": True,
+    "description": "The imported trace the run replays (null: the window's recorded traffic).",
+    "properties": {
+        "file_format": {"type": "string", "enum": list(FORMATS)},
+        "name": {"type": "string"},
+        "total": {"type": "integer", "description": "Requests in the file (its latest ones are replayed)."},
+    },
+    "required": ["file_format", "name", "total"],
+}
+
+
 class WhatIfRunSerializer(serializers.ModelSerializer[WhatIfRun]):
     requested_by = serializers.CharField(source="requested_by_label", read_only=True)
+    imported_trace = serializers.SerializerMethodField()
     result = serializers.SerializerMethodField()
     splits = serializers.ListField(
         child=serializers.ListField(child=serializers.IntegerField()), read_only=True
@@ -89,6 +148,7 @@ class WhatIfRunSerializer(serializers.ModelSerializer[WhatIfRun]):
             "window_start",
             "window_end",
             "splits",
+            "imported_trace",
             "requested_by",
             "created_at",
             "started_at",
@@ -101,6 +161,12 @@ class WhatIfRunSerializer(serializers.ModelSerializer[WhatIfRun]):
             "error",
         ]
         read_only_fields = fields
+
+    @extend_schema_field(IMPORTED_TRACE)
+    def get_imported_trace(self, run: WhatIfRun) -> dict[str, Any] | None:
+        if not run.trace:
+            return None
+        return {key: run.trace[key] for key in ("file_format", "name", "total")}
 
     @extend_schema_field(WhatIfResultSerializer)
     def get_result(self, run: WhatIfRun) -> dict[str, Any]:

@@ -52,6 +52,7 @@ class TopologyWhatIfRuns(ListAPIView[WhatIfRun]):
             window_seconds=data.validated_data["window_seconds"],
             end=data.validated_data.get("end"),
             splits=[tuple(s) for s in data.validated_data.get("splits") or []],
+            trace=data.validated_data.get("trace"),
             source_ip=client_ip(request),
         )
         return Response(WhatIfRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

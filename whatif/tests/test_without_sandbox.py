@@ -25,11 +25,14 @@ class NoSandbox(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, NoSandbox())
 """
-RUN_SIMULATOR = REFUSE_SANDBOX + """
+RUN_SIMULATOR = (
+    REFUSE_SANDBOX
+    + """
 import runpy
 runpy.run_module("perfmodel.sim", run_name="__main__", alter_sys=True)
 assert not any(m == "sandbox" or m.startswith("sandbox.") for m in sys.modules), "the sandbox was imported"
 """
+)
 
 
 def _history() -> dict[str, object]:
