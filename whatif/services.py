@@ -23,10 +23,6 @@ log = logging.getLogger(__name__)
 TOPOLOGY_LIMIT = 1  # queued or running runs per topology (also a partial unique constraint)
 USER_LIMIT = 2  # queued or running runs per person, over all topologies
 STALE_RUNNING = timedelta(minutes=15)  # a run "running" this long lost its worker: a new delivery takes it
-GOODPUT = (
-    "goodput = the highest rate (0.5×–2× the replayed one) at which ≥ 90 % of requests meet both TTFT and "
-    "TBT targets"
-)
 
 
 class TooMany(DomainError):
@@ -242,9 +238,11 @@ def whatif_run_execute(*, run_id: int) -> None:
     topology = run.topology
     try:
         splits = [(int(p), int(d)) for p, d in run.splits]
-        replay = plan.traffic(
+        traffic = plan.traffic(
             run=run, splits=splits, ttft_ms=topology.slo_ttft_ms, tbt_ms=topology.slo_tbt_ms
         )
+        found = plan.calibration(run=run)
+        replay = plan.on_model(traffic, found)
         rows: list[dict[str, Any]] = []
         for index, split in enumerate(splits):
             step = f"simulating {split[0]}P/{split[1]}D ({index + 1} of {len(splits)})"
@@ -254,16 +252,8 @@ def whatif_run_execute(*, run_id: int) -> None:
         if not _progress(run, progress=1.0, step="summarising", rows=rows):
             return
         prefill, decode = effective_replicas(topology)
-        best = simulation.recommended(rows)
-        result = {
-            "requests": replay.requests,
-            "traffic_source": replay.source,
-            "recorded_requests": replay.recorded,
-            "splits": rows,
-            **({"recommended": best} if best else {}),
-            "current": {"prefill": prefill, "decode": decode},
-            "note": f"{replay.note}, on the engine performance model (virtual clock); {GOODPUT}",
-        }
+        current = {"prefill": prefill, "decode": decode}
+        result = plan.result(replay=replay, rows=rows, found=found, current=current)
         with transaction.atomic():
             locked = WhatIfRun.objects.select_for_update().get(pk=run.pk)
             locked.result, locked.progress = result, 1.0

@@ -222,6 +222,7 @@ class Replay:
     trace: list[list[float]] | None = None
     prefix_tokens: int = 0  # a prefix group's shared leading tokens (trace replays)
     perf: dict[str, float] = field(default_factory=dict)  # PerfConfig fields; empty: the nominal model
+    prefix_hit_rate: float = 0.0  # buckets only: the share of each prompt found in the prefix cache
 
 
 def replay_plan(
@@ -256,7 +257,7 @@ def simulator_request(replay: Replay, split: tuple[int, int]) -> dict[str, Any]:
     traffic: dict[str, Any] = (
         {"trace": replay.trace, "prefix_tokens": replay.prefix_tokens}
         if replay.trace is not None
-        else {"buckets": replay.buckets}
+        else {"buckets": replay.buckets, "prefix_hit_rate": replay.prefix_hit_rate}
     )
     return {
         **traffic,

@@ -15,7 +15,7 @@ from accounts.roles import Role
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from topologies import selectors as topology_selectors
-from whatif import selectors, services
+from whatif import selectors, services, simulation
 from whatif.models import WhatIfState
 
 WINDOWS = [(300, "last 5 minutes"), (900, "last 15 minutes"), (3600, "last hour"), (10800, "last 3 hours")]
@@ -80,6 +80,9 @@ def page(request: HttpRequest, pk: int) -> HttpResponse:
             "can_write": user_has_role(request.user, Role.OPERATOR),
             "succeeded": WhatIfState.SUCCEEDED,
             "active": next((r for r in runs if r.active), None),
+            "source_label": simulation.SOURCES.get((run.result or {}).get("traffic_source", ""))
+            if run
+            else None,
         },
     )
 

@@ -1,8 +1,8 @@
 """``python -m perfmodel.sim``: replay traffic for several splits on the virtual clock (JSON in, JSON out).
 
-stdin: {"buckets": [{start, seconds, rate, prompt_len, output_len}] or "trace": [[at_s, prompt, output,
-        group], ...] with "prefix_tokens", "splits": [[p, d], ...], "ttft_ms", "tbt_ms",
-        "scales": [0.5, 1, 1.5, 2], "perf": {PerfConfig fields}}
+stdin: {"buckets": [{start, seconds, rate, prompt_len, output_len}] with "prefix_hit_rate", or
+        "trace": [[at_s, prompt, output, group], ...] with "prefix_tokens"; "splits": [[p, d], ...],
+        "ttft_ms", "tbt_ms", "scales": [0.5, 1, 1.5, 2], "perf": {PerfConfig fields}}
 stdout: {"splits": [{prefill, decode, attainment, ttft_attainment, tbt_attainment, goodput_rps, failed}]}
 
 Buckets are Poisson arrivals at each bucket's rate (a scale multiplies the rate); a trace is replayed as
@@ -32,7 +32,9 @@ def _traffic(request: dict[str, Any]) -> tuple[Callable[[float], list[SimRequest
         return (lambda scale: trace_from_rows(rows, scale, prefix_tokens)), len(rows) / span
     buckets = [Bucket(**b) for b in request["buckets"]]
     span = sum(b.seconds for b in buckets) or 1.0
-    return (lambda scale: trace_from_buckets(buckets, scale)), sum(b.rate * b.seconds for b in buckets) / span
+    hit_rate = float(request.get("prefix_hit_rate") or 0.0)
+    rate = sum(b.rate * b.seconds for b in buckets) / span
+    return (lambda scale: trace_from_buckets(buckets, scale, hit_rate=hit_rate)), rate
 
 
 def evaluate(request: dict[str, Any]) -> dict[str, Any]:

@@ -61,8 +61,12 @@ class Bucket:
     output_len: int
 
 
-def trace_from_buckets(buckets: Sequence[Bucket], scale: float = 1.0, seed: int = 7) -> list[SimRequest]:
-    """Poisson arrivals at each bucket's rate (× scale) with its mean prompt and output lengths."""
+def trace_from_buckets(
+    buckets: Sequence[Bucket], scale: float = 1.0, seed: int = 7, hit_rate: float = 0.0
+) -> list[SimRequest]:
+    """Poisson arrivals at each bucket's rate (× scale) with its mean prompt and output lengths; with
+    ``hit_rate`` every prompt starts with a shared prefix of that share of its tokens, so the prefix cache
+    finds about that share of the prompt tokens (a calibration's observed hit rate)."""
     rng = random.Random(seed)
     out: list[SimRequest] = []
     for bucket in buckets:
@@ -71,8 +75,16 @@ def trace_from_buckets(buckets: Sequence[Bucket], scale: float = 1.0, seed: int 
             continue
         t = bucket.start + rng.expovariate(rate)
         while t < bucket.start + bucket.seconds:
+            prompt_len = max(1, bucket.prompt_len)
+            shared = round(prompt_len * min(1.0, max(0.0, hit_rate)))
             out.append(
-                SimRequest(at=t, prompt_len=max(1, bucket.prompt_len), output_len=max(1, bucket.output_len))
+                SimRequest(
+                    at=t,
+                    prompt_len=prompt_len,
+                    output_len=max(1, bucket.output_len),
+                    prefix=0 if shared else -1,
+                    prefix_len=shared,
+                )
             )
             t += rng.expovariate(rate)
     return out

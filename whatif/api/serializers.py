@@ -6,6 +6,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from perfmodel.api.serializers import CalibrationSerializer
 from whatif import simulation, tracereplay
 from whatif.models import WhatIfRun
 from workload.tracefile import FORMATS, TraceError, parse
@@ -113,7 +114,23 @@ class WhatIfResultSerializer(serializers.Serializer[dict[str, Any]]):
     recorded_requests = serializers.IntegerField(
         required=False, help_text="Requests the source held for the window, before the work bounds."
     )
-    recommended = WhatIfSplitSerializer(required=False, help_text="Best attainment, goodput breaking ties.")
+    recommended = WhatIfSplitSerializer(
+        required=False,
+        help_text="Best attainment, goodput breaking ties; only when the model was calibrated (calibrated).",
+    )
+    calibrated = serializers.BooleanField(
+        required=False,
+        help_text="True: simulated with the rates fitted to this topology's telemetry (calibration.perf); "
+        "false: the nominal model, and no split is recommended.",
+    )
+    calibration = CalibrationSerializer(
+        required=False,
+        help_text="The topology's calibration over the window (its last hour at most), with the fit error: "
+        "predicted vs measured TTFT and TBT p50 per role (fit_errors).",
+    )
+    no_recommendation = serializers.CharField(
+        required=False, help_text="Why no split is recommended, and what to run to get a calibration."
+    )
     current = SplitSerializer(required=False)
     note = serializers.CharField(required=False)
     incomplete = serializers.BooleanField(required=False, help_text="True: the run was cancelled part-way.")

@@ -1,5 +1,7 @@
-"""In a real Chromium, the job run as the worker runs it: an operator starts a what-if, watches its progress,
-reads the result, opens "apply this split", sees the diff and confirms it; the ratio change starts."""
+"""In a real Chromium, the job run as the worker runs it: an operator starts a what-if on a topology whose
+telemetry calibrates the model, watches its progress, reads the result with its fit error beside it, opens
+"apply this split", sees the diff and confirms it; the ratio change starts. At 390 px wide nothing makes the
+page scroll sideways."""
 
 from __future__ import annotations
 
@@ -49,9 +51,16 @@ def _work(run_id: int) -> threading.Thread:
     return worker
 
 
-def test_an_operator_runs_a_what_if_and_applies_the_recommended_split(page, make_topology, record, operator):
+def _fits(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_an_operator_runs_a_what_if_and_applies_the_recommended_split(
+    page, make_topology, record, calibrated, operator
+):
     topology = make_topology(budget=3)
     record(topology)
+    calibrated(topology)
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.set_viewport_size({"width": 1440, "height": 1000})
     env = subprocess_env()
@@ -73,7 +82,21 @@ def test_an_operator_runs_a_what_if_and_applies_the_recommended_split(page, make
         run = WhatIfRun.objects.get(topology=topology)
         assert run.state == "succeeded" and "done: 2 splits" in page.locator("[data-step]").inner_text()
         assert page.locator("table[data-whatif] tbody tr").count() == 2
+        fit = page.locator("[data-calibration]")
+        assert fit.get_attribute("data-verdict") == "ok" and "Fit error" in fit.inner_text()
+        rows = [r.split("\t") for r in fit.locator("[data-fit-errors] tbody tr").all_inner_texts()]
+        assert [r[:2] for r in rows] == [["prefill", "TTFT"], ["decode", "TBT"]]
+        stored = {(e["role"], e["metric"].upper()): e for e in run.result["calibration"]["fit_errors"]}
+        for role, metric, error, *_ in rows:
+            assert error == f"{round(stored[role, metric]['mape'] * 100)} %"
+        perf = run.result["calibration"]["perf"]
+        assert f"Rates simulated prefill {perf['prefill_ms_per_token']:.3f} ms/token" in fit.inner_text()
+        assert page.locator("[data-uncalibrated]").count() == 0
         page.screenshot(path=str(SHOTS / "whatif-result-1440.png"), full_page=True)
+        page.set_viewport_size({"width": 390, "height": 900})
+        assert _fits(page)
+        page.screenshot(path=str(SHOTS / "whatif-result-390.png"), full_page=True)
+        page.set_viewport_size({"width": 1440, "height": 1000})
         page.locator("tr[data-recommended] [data-apply]").click()
         preview = page.locator("[data-preview]")
         preview.wait_for()
@@ -87,6 +110,7 @@ def test_an_operator_runs_a_what_if_and_applies_the_recommended_split(page, make
         ]
         page.screenshot(path=str(SHOTS / "whatif-apply-1440.png"), full_page=True)
         page.set_viewport_size({"width": 390, "height": 900})
+        assert _fits(page)
         page.screenshot(path=str(SHOTS / "whatif-apply-390.png"), full_page=True)
         page.locator("[data-confirm]").click()
         page.locator(".msg-success").wait_for()

@@ -37,3 +37,18 @@ def test_operators_start_and_cancel_from_the_page_and_refusals_name_the_fix(make
     cancelled = client.post(f"/what-if/run/{run.pk}/cancel/", follow=True).content.decode()
     run.refresh_from_db()
     assert run.state == WhatIfState.CANCELLED and "cancelled by operator" in cancelled
+
+
+def test_an_uncalibrated_result_shows_the_table_marked_and_says_what_to_run(make_topology, record, operator):
+    from whatif import services
+
+    topology = make_topology(budget=2)
+    record(topology)
+    run = services.whatif_run_create(topology=topology, user=operator, window_seconds=300, splits=[(1, 1)])
+    services.whatif_run_execute(run_id=run.pk)
+    page = _client(operator).get(f"/what-if/topology/{topology.pk}/?run={run.pk}").content.decode()
+    assert "data-uncalibrated" in page and "No split is recommended" in page
+    assert "run the verification probes&#x27; concurrency load for 2 minutes" in page
+    assert "Uncalibrated: simulated on nominal rates, for comparison only" in page
+    assert "data-recommended" not in page and page.count("data-apply") == 1  # the row, still appliable
+    assert 'data-verdict="not enough data"' in page and "— (uncalibrated)" in page

@@ -19,10 +19,11 @@ from whatif.tasks import run_whatif
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_run_reports_its_progress_on_the_topology_socket_and_stores_the_result(
-    make_topology, record, operator
+    make_topology, record, calibrated, operator
 ):
     topology = await sync_to_async(make_topology)(budget=3)
     await sync_to_async(record)(topology)
+    await sync_to_async(calibrated)(topology)
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(topology_group(topology.pk), channel)
