@@ -33,6 +33,12 @@ class MetricsSource(models.TextChoices):
     PROMETHEUS = "prometheus", "Prometheus (the cluster's own, queried with PromQL over its HTTP API)"
 
 
+class TraceStore(models.TextChoices):
+    EMBEDDED = "embedded", "Tandem's own (its OTLP receiver keeps the spans)"
+    JAEGER = "jaeger", "Jaeger (its HTTP query API, GET /api/traces/{id})"
+    TEMPO = "tempo", "Tempo (its HTTP query API, GET /api/traces/{id}, OTLP JSON)"
+
+
 class Cluster(models.Model):
     name = models.CharField(max_length=63, unique=True, validators=[NAME_VALIDATOR])
     description = models.CharField(max_length=500, blank=True)
@@ -66,6 +72,15 @@ class Cluster(models.Model):
         blank=True,
         help_text="{recommended, reason, checked, results: {direct|proxy|prometheus: {ok, message}}}",
     )
+
+    # Where the engines' spans are read from when Tandem's own store has none (traces.store).
+    trace_store = models.CharField(max_length=16, choices=TraceStore.choices, default=TraceStore.EMBEDDED)
+    trace_store_url = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Jaeger or Tempo query base URL, e.g. http://tempo.observability:3200",
+    )
+    trace_store_token = EncryptedTextField(blank=True, default="")
 
     health_state = models.CharField(max_length=16, choices=HealthState.choices, default=HealthState.UNKNOWN)
     last_error = models.TextField(blank=True, help_text="Why the cluster is not healthy, in words")

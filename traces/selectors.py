@@ -7,7 +7,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from traces.models import Kept, Span, Trace
-from traces.waterfall import SpanRow, Waterfall, build
+from traces.store import KINDS, StoreError, StoreSettings, fetch
+from traces.waterfall import GATEWAY_SERVICE, SpanRow, Waterfall, build
 
 
 def recent_problems(*, topology_id: int, limit: int = 20) -> QuerySet[Trace]:
@@ -37,10 +38,30 @@ def trace_waterfall(*, trace: Trace) -> Waterfall:
         "completion_tokens": trace.completion_tokens,
         "cached_tokens": trace.cached_tokens,
     }
-    return build(
-        values,
-        trace_spans(trace_id=trace.trace_id),
-        engine=engine,
-        tracing=tracing_mode(spec),
-        has_router=True,
-    )
+    spans = trace_spans(trace_id=trace.trace_id)
+    source, error = "", ""
+    cluster = topology.cluster if topology is not None else None
+    if cluster is not None and cluster.trace_store in KINDS and not _engine_spans(spans):
+        store = StoreSettings(cluster.trace_store, cluster.trace_store_url, cluster.trace_store_token)
+        try:
+            found = fetch(store, trace.trace_id)
+        except StoreError as failure:
+            error = str(failure)
+        else:
+            known = {s.span_id for s in spans}
+            spans += [s for s in found if s.span_id not in known and s.service_name != GATEWAY_SERVICE]
+            source = store.label
+    waterfall = build(values, spans, engine=engine, tracing=tracing_mode(spec), has_router=True)
+    waterfall.source, waterfall.store_error = source, error
+    if error:
+        waterfall.missing.insert(
+            0, f"The engines' spans could not be read from the cluster's trace store: {error}."
+        )
+    elif source and not _engine_spans(spans):
+        waterfall.missing.insert(0, f"{source} holds no engine span of this trace.")
+    return waterfall
+
+
+def _engine_spans(spans: list[SpanRow]) -> bool:
+    """Whether any span came from somewhere else than the gateway (an engine, the router)."""
+    return any(s.service_name != GATEWAY_SERVICE for s in spans)

@@ -25,7 +25,7 @@ def panel_context(topology: Any) -> dict[str, Any]:
 @require_GET
 @role_required(Role.VIEWER)
 def trace_detail(request: HttpRequest, trace_id: str) -> HttpResponse:
-    trace = Trace.objects.select_related("topology").filter(trace_id=trace_id.lower()).first()
+    trace = Trace.objects.select_related("topology__cluster").filter(trace_id=trace_id.lower()).first()
     if trace is None:
         raise Http404("No kept trace with this id (traces are kept 72 h by default, and only some are kept).")
     return render(

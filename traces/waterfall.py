@@ -73,6 +73,8 @@ class Waterfall:
     bars: list[Bar]
     missing: list[str]
     tokens: dict[str, int | None]
+    source: str = ""  # where the engines' spans were read when not from Tandem's store ("Tempo at URL")
+    store_error: str = ""  # why the cluster's trace store could not be read
 
 
 def role_of(span: SpanRow, engines: int) -> str:

@@ -77,6 +77,22 @@ class ClusterSerializer(serializers.ModelSerializer[Cluster]):
         trim_whitespace=False,
         help_text="Basic auth password for Prometheus (stored encrypted).",
     )
+    trace_store = serializers.CharField(
+        required=False,
+        help_text="Where the waterfall reads engine spans when Tandem's own store has none: embedded "
+        "(default: Tandem's OTLP receiver), jaeger or tempo (their HTTP query API at trace_store_url).",
+    )
+    trace_store_url = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="Jaeger or Tempo query base URL (required with jaeger or tempo), e.g. http://tempo:3200.",
+    )
+    trace_store_token = serializers.CharField(
+        write_only=True,
+        required=False,
+        allow_blank=True,
+        help_text="Bearer token for the trace store (stored encrypted).",
+    )
     metrics_probe = serializers.JSONField(
         read_only=True,
         help_text="What the last probe found per source ({ok, message}) and the source it recommends.",
@@ -115,6 +131,9 @@ class ClusterSerializer(serializers.ModelSerializer[Cluster]):
             "prometheus_username",
             "prometheus_password",
             "metrics_probe",
+            "trace_store",
+            "trace_store_url",
+            "trace_store_token",
         ]
         read_only_fields = [
             "auth_method",

@@ -37,6 +37,9 @@ _METRICS = (
 )
 
 
+_TRACE_STORE = ("trace_store", "trace_store_url", "trace_store_token")
+
+
 class ClusterViewSet(
     mixins.ListModelMixin,
     mixins.RetrieveModelMixin,
@@ -73,6 +76,13 @@ class ClusterViewSet(
             actor=self.request.user,
             source_ip=client_ip(self.request),
         )
+        if any(k in data for k in _TRACE_STORE):
+            serializer.instance = services.cluster_set_trace_store(
+                cluster=serializer.instance,
+                **{k: data.get(k) for k in _TRACE_STORE},
+                actor=self.request.user,
+                source_ip=client_ip(self.request),
+            )
 
     @extend_schema(responses={201: ClusterCreatedSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -100,6 +110,13 @@ class ClusterViewSet(
             serializer.instance = services.cluster_set_metrics_source(
                 cluster=serializer.instance,
                 **{k: data.get(k) for k in _METRICS},
+                actor=self.request.user,
+                source_ip=client_ip(self.request),
+            )
+        if any(k in data for k in _TRACE_STORE):
+            serializer.instance = services.cluster_set_trace_store(
+                cluster=serializer.instance,
+                **{k: data.get(k) for k in _TRACE_STORE},
                 actor=self.request.user,
                 source_ip=client_ip(self.request),
             )
