@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from controlplane.api.errors import DomainError
 from whatif.simulation import (
     MAX_OUTPUT_LEN,
     MAX_REQUESTS,
@@ -24,7 +25,7 @@ from whatif.simulation import (
     request_seconds,
     too_large,
 )
-from workload.tracefile import TraceRequest
+from workload.tracefile import TraceError, TraceRequest, parse
 
 SHARED_PREFIX_TOKENS = 512
 MAX_PROMPT_LEN = 32768  # a longer prompt is replayed as this (the nominal model holds 131,072 KV tokens)
@@ -123,3 +124,17 @@ def imported(*, file_format: str, requests: Sequence[TraceRequest], name: str = 
         "total": len(requests),
         "requests": [[r.arrival_ms, r.prompt_tokens, r.output_tokens, r.prefix_group] for r in latest],
     }
+
+
+def read(text: str, *, file_format: str = "", name: str = "") -> dict[str, Any]:
+    """A trace file's content as a run stores it; a bad file is a DomainError whose ``trace`` field names
+    its line and field."""
+    try:
+        found_format, found = parse(text, file_format)
+    except TraceError as error:
+        where = f"line {error.line}, " if error.line else ""
+        problem = f"{where}{error.field}: {error.message}"
+        raise DomainError(
+            f"the trace file: {problem}", code="invalid_trace", fields={"trace": [problem]}
+        ) from None
+    return imported(file_format=found_format, requests=found, name=name)

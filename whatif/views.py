@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
+from django.core.files.uploadedfile import UploadedFile
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
@@ -15,8 +16,9 @@ from accounts.roles import Role
 from controlplane.api.errors import DomainError
 from controlplane.client_ip import client_ip
 from topologies import selectors as topology_selectors
-from whatif import selectors, services, simulation
+from whatif import selectors, services, simulation, tracereplay
 from whatif.models import WhatIfState
+from workload.tracefile import MAX_TRACE_BYTES
 
 WINDOWS = [(300, "last 5 minutes"), (900, "last 15 minutes"), (3600, "last hour"), (10800, "last 3 hours")]
 
@@ -87,6 +89,21 @@ def page(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
+def _trace(upload: UploadedFile) -> dict[str, Any]:
+    """An uploaded trace file, read as the API reads its ``trace`` field."""
+    if (upload.size or 0) > MAX_TRACE_BYTES:
+        raise DomainError(
+            f"the trace file is over {MAX_TRACE_BYTES // 1048576} MiB", fields={"trace": ["cut the file"]}
+        )
+    try:
+        text = upload.read().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise DomainError(
+            f"the trace file is not UTF-8 text (byte {error.start})", fields={"trace": ["save it as UTF-8"]}
+        ) from None
+    return tracereplay.read(text, name=(upload.name or "")[:200])
+
+
 @require_POST
 @role_required(Role.OPERATOR)
 def start(request: HttpRequest, pk: int) -> HttpResponse:
@@ -96,7 +113,9 @@ def start(request: HttpRequest, pk: int) -> HttpResponse:
         prefill, _, decode = value.partition("x")
         splits.append((_int(prefill) or 0, _int(decode) or 0))
     window = _int(request.POST.get("window_seconds"))
+    upload = request.FILES.get("trace")
     try:
+        trace = _trace(upload) if upload is not None else None
         if window is None:
             raise DomainError(
                 "window: give a whole number of seconds",
@@ -108,6 +127,7 @@ def start(request: HttpRequest, pk: int) -> HttpResponse:
             user=request.user,
             window_seconds=window,
             splits=splits or None,
+            trace=trace,
             source_ip=client_ip(request),
         )
     except DomainError as error:

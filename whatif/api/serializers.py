@@ -6,10 +6,11 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from controlplane.api.errors import DomainError
 from perfmodel.api.serializers import CalibrationSerializer
 from whatif import simulation, tracereplay
 from whatif.models import WhatIfRun
-from workload.tracefile import FORMATS, TraceError, parse
+from workload.tracefile import FORMATS
 
 
 class WhatIfRunInputSerializer(serializers.Serializer[dict[str, Any]]):
@@ -76,11 +77,9 @@ class WhatIfRunInputSerializer(serializers.Serializer[dict[str, Any]]):
                 raise serializers.ValidationError({"trace_format": ["give the trace too, or leave this out"]})
             return attrs
         try:
-            found_format, found = parse(text, chosen)
-        except TraceError as error:
-            where = f"line {error.line}, " if error.line else ""
-            raise serializers.ValidationError({"trace": [f"{where}{error.field}: {error.message}"]}) from None
-        attrs["trace"] = tracereplay.imported(file_format=found_format, requests=found, name=name)
+            attrs["trace"] = tracereplay.read(text, file_format=chosen, name=name)
+        except DomainError as error:
+            raise serializers.ValidationError(error.fields) from None
         return attrs
 
 

@@ -52,3 +52,29 @@ def test_an_uncalibrated_result_shows_the_table_marked_and_says_what_to_run(make
     assert "Uncalibrated: simulated on nominal rates, for comparison only" in page
     assert "data-recommended" not in page and page.count("data-apply") == 1  # the row, still appliable
     assert 'data-verdict="not enough data"' in page and "— (uncalibrated)" in page
+
+
+def test_operators_start_a_what_if_on_an_uploaded_trace_and_a_bad_file_is_refused(make_topology, operator):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    topology = make_topology(budget=2)
+    client = _client(operator)
+    assert 'name="trace"' in client.get(f"/what-if/topology/{topology.pk}/").content.decode()
+    url = f"/what-if/topology/{topology.pk}/start/"
+    bad = SimpleUploadedFile("t.csv", b"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.1,x,5\n")
+    refused = client.post(url, {"window_seconds": "900", "trace": bad}, follow=True).content.decode()
+    assert "What-if not started" in refused and "line 2, ContextTokens: must be a whole number" in refused
+    assert not WhatIfRun.objects.exists()
+    good = SimpleUploadedFile(
+        "azure.csv",
+        b"TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        + b"".join(f"2023-11-16 18:17:{i:02d}.5,{400 + i},{20 + i}\n".encode() for i in range(30)),
+    )
+    client.post(url, {"window_seconds": "900", "trace": good}, follow=True)
+    run = WhatIfRun.objects.get(topology=topology)
+    assert {k: run.trace[k] for k in ("file_format", "name", "total")} == {
+        "file_format": "azure",
+        "name": "azure.csv",
+        "total": 30,
+    }
+    assert run.trace["requests"][1] == [1000, 401, 21, ""]
