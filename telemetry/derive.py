@@ -38,7 +38,9 @@ DECODE_FIRST = (
 )
 
 
-SUMMED_HISTOGRAMS = frozenset({"xfer_bytes", "xfer_time"})
+# Histograms whose sum (and count) per interval are kept beside their buckets: bytes moved and seconds spent
+# per transfer; TTFT and TBT for their exact means (the calibration fits on them).
+SUMMED_HISTOGRAMS = frozenset({"xfer_bytes", "xfer_time", "ttft", "itl"})
 
 
 @dataclass
@@ -154,6 +156,7 @@ def pod_window(current: RawSample, previous: RawSample | None) -> tuple[Window, 
         window.hists[name] = histogram_delta(hist, before)
         if name in SUMMED_HISTOGRAMS:  # bytes moved (and seconds spent) per interval, not only counts
             window.deltas[f"{name}_sum"] = max(0.0, hist["sum"] - (before["sum"] if before else 0.0))
+            window.deltas[f"{name}_count"] = max(0.0, hist["count"] - (before["count"] if before else 0.0))
     return window, restarted
 
 
@@ -185,6 +188,10 @@ def _ratio(hits: float | None, queries: float | None) -> float | None:
     return min(1.0, max(0.0, hits / queries))
 
 
+def _per(total: float | None, count: float | None) -> float | None:
+    return total / count if total is not None and count else None
+
+
 def _mean(values: list[float] | None) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -206,6 +213,8 @@ def metrics(window: Window) -> Metrics:
         out["ttft_p50"], out["ttft_p95"], out["ttft_p99"] = (quantile(ttft, q) for q in (0.5, 0.95, 0.99))
     if itl:
         out["tbt_p50"], out["tbt_p95"], out["tbt_p99"] = (quantile(itl, q) for q in (0.5, 0.95, 0.99))
+    out["ttft_mean"] = _per(d.get("ttft_sum"), d.get("ttft_count"))
+    out["tbt_mean"] = _per(d.get("itl_sum"), d.get("itl_count"))
     if window.has_deltas:
         out["prompt_tps"] = r.get("prompt_tokens")
         out["gen_tps"] = r.get("gen_tokens")

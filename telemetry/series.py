@@ -20,8 +20,8 @@ Examples: ``topology.hit_rate``, ``role.prefill.ttft_p95``, ``pod.decode-0.waiti
 ``link.prefill-0.decode-2.xfer_p95_ms``.
 
 ``<field>`` for topology and role: ``hit_rate external_hit_rate ttft_p50 ttft_p95 ttft_p99 tbt_p50
-tbt_p95 tbt_p99 prompt_tps gen_tps running waiting kv_usage requests_ps success_rate error_rate
-client_error_rate``;
+tbt_p95 tbt_p99 ttft_mean tbt_mean prompt_tps gen_tps running waiting kv_usage requests_ps success_rate
+error_rate client_error_rate``;
 the topology adds ``ready`` (Ready pods) and ``links_down``. Pods store the subset in ``POD_FIELDS``
 (enough for the per-pod table's sparklines without storing every quantile of every pod).
 """

@@ -81,6 +81,8 @@ class Metrics(TypedDict):
     tbt_p50: float | None
     tbt_p95: float | None
     tbt_p99: float | None
+    ttft_mean: float | None  # Δsum / Δcount of the histogram: exact, unlike the quantiles read off buckets
+    tbt_mean: float | None
     prompt_tps: float | None
     gen_tps: float | None
     running: float | None
@@ -212,6 +214,8 @@ def empty_metrics() -> Metrics:
         tbt_p50=None,
         tbt_p95=None,
         tbt_p99=None,
+        ttft_mean=None,
+        tbt_mean=None,
         prompt_tps=None,
         gen_tps=None,
         running=None,

@@ -150,6 +150,8 @@ UNITS: dict[str, str] = {
     "tbt_p50": "Time between tokens (TBT; engines export it as inter-token latency), p50, SECONDS.",
     "tbt_p95": "Time between tokens, p95, SECONDS.",
     "tbt_p99": "Time between tokens, p99, SECONDS.",
+    "ttft_mean": "Time to first token, mean of the interval (the histogram's Δsum / Δcount), SECONDS.",
+    "tbt_mean": "Time between tokens, mean of the interval (the histogram's Δsum / Δcount), SECONDS.",
     "prompt_tps": "Prompt tokens processed per second.",
     "gen_tps": "Generated (output) tokens per second.",
     "running": "Requests in the running batch (count).",
@@ -176,6 +178,8 @@ class MetricsSerializer(serializers.Serializer):
     tbt_p50 = serializers.FloatField(allow_null=True, help_text=UNITS["tbt_p50"])
     tbt_p95 = serializers.FloatField(allow_null=True, help_text=UNITS["tbt_p95"])
     tbt_p99 = serializers.FloatField(allow_null=True, help_text=UNITS["tbt_p99"])
+    ttft_mean = serializers.FloatField(allow_null=True, help_text=UNITS["ttft_mean"])
+    tbt_mean = serializers.FloatField(allow_null=True, help_text=UNITS["tbt_mean"])
     prompt_tps = serializers.FloatField(allow_null=True, help_text=UNITS["prompt_tps"])
     gen_tps = serializers.FloatField(allow_null=True, help_text=UNITS["gen_tps"])
     running = serializers.FloatField(allow_null=True, help_text=UNITS["running"])

@@ -218,3 +218,22 @@ def test_the_30_second_hit_rate_reads_a_gauge_engine_and_is_none_without_lookups
     assert value == pytest.approx(0.6)
     kept, value = hit_rate_window([], {"decode": Window(pods=1)}, ts=10.0)
     assert (kept, value) == ([], None)
+
+
+def test_ttft_and_tbt_means_are_this_intervals_sum_over_its_count():
+    from telemetry.tests.exposition import ITL_BOUNDS, MODEL, histogram
+
+    def text(ttft_count: int, ttft_sum: float, itl_count: int, itl_sum: float) -> str:
+        ttft = histogram("vllm:time_to_first_token_seconds", TTFT_BOUNDS, [ttft_count] * 13, ttft_sum, MODEL)
+        itl = histogram("vllm:inter_token_latency_seconds", ITL_BOUNDS, [itl_count] * 13, itl_sum, MODEL)
+        return ttft + "\n" + itl + "\n"
+
+    before = parse_metrics(text(100, 50.0, 1000, 20.0), ts=10.0)
+    after = parse_metrics(text(110, 53.0, 1400, 32.0), ts=12.0)
+    values = metrics(pod_window(after, before)[0])
+    assert values["ttft_mean"] == pytest.approx(3.0 / 10)  # this interval's 10 requests, not the 110
+    assert values["tbt_mean"] == pytest.approx(12.0 / 400)
+    quiet = metrics(pod_window(parse_metrics(text(110, 53.0, 1400, 32.0), ts=14.0), after)[0])
+    assert quiet["ttft_mean"] is None and quiet["tbt_mean"] is None  # nothing observed: no value, not 0
+    merged = metrics(merge([pod_window(after, before)[0], pod_window(after, before)[0]]))
+    assert merged["tbt_mean"] == pytest.approx(12.0 / 400)  # pods merge by sums and counts
