@@ -9,21 +9,24 @@ The model (the same one the what-if simulator runs, ``PerfConfig`` field names):
 What is fitted, per interval of the window (one ``Interval`` per role and collection):
 
 (a) prefill rate: on prefill (or colocated) intervals, the uncached tokens per request
-    u = prompt_tps × (1 − hit_rate) / requests_ps and the measured TTFT p50. Queueing is taken out
-    with an M/D/1 correction (TTFT = S + λS² / (2(1 − λS)), solved for the service time S with λ the
-    per-pod request rate), and only low-utilisation intervals are used (ρ = λS < 0.5, less than one
-    request waiting per pod). The rate is the median over intervals of (S − overhead) / u.
-(b) decode step: the running batch per pod b = running / pods against the step time measured from
-    counters, 1000 × b / (gen_tps / pods) ms (a pod producing b tokens per step); least squares of step
-    time on b gives base (= decode_step_ms + step_overhead_ms) and slope (decode_ms_per_seq). TBT
-    p50 from the histogram is the independent check (its buckets are too coarse to fit on).
+    u = prompt_tps × (1 − hit_rate) / requests_ps and the measured TTFT: the interval's exact mean
+    (the histogram's Δsum / Δcount) where telemetry has it, else the p50 read off its buckets. Queueing
+    is taken out with an M/D/1 correction (TTFT = S + λS² / (2(1 − λS)), solved for the service time S
+    with λ the per-pod request rate), and only low-utilisation intervals are used (ρ = λS < 0.5, less
+    than one request waiting per pod). The rate is the median over intervals of (S − overhead) / u.
+(b) decode step: every decoding sequence gains one token per step, so the interval's mean TBT is the
+    mean step time and the mean decoding batch per pod is tokens/s per pod × step (Little's law); least
+    squares of step time on batch gives base (= decode_step_ms + step_overhead_ms) and slope
+    (decode_ms_per_seq). Without a TBT mean, the batch is the running gauge (read once, at the
+    collection: noisy, and it counts sequences still waiting for their KV) and the step 1000 × b / tokens
+    per second.
 (c) prefix cache: the hit rate as observed (mean over intervals with prompt traffic).
 (d) KV transfer: the links' mean transfer time (``vllm:nixl_xfer_time_seconds`` /
     ``sglang:kv_transfer_latency_ms`` as telemetry stores them, ``link.*.xfer_mean_ms``) against
     bytes moved per transfer: latency ≈ the measured mean minus bytes / nominal bandwidth. Without
     transfers in the window the nominal latency is kept and named as its source.
 
-Errors: predicted vs measured TTFT p50 (prefill and colocated roles) and TBT p50 (decode and
+Errors: predicted vs measured TTFT (prefill and colocated roles) and TBT (decode and
 colocated roles) over every interval that has them: median absolute percentage error and R².
 """
 
@@ -69,6 +72,8 @@ class Interval:
     waiting: float | None = None
     ttft_p50: float | None = None  # seconds
     tbt_p50: float | None = None  # seconds
+    ttft_mean: float | None = None  # seconds: the interval's exact mean (histogram sum / count)
+    tbt_mean: float | None = None  # seconds
     xfer_ms: float | None = None  # mean KV transfer time over the role's links, ms
     xfer_bytes_ps: float | None = None  # KV bytes moved per second over those links
 
@@ -116,6 +121,18 @@ def _ok(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
 
+def ttft_ms(interval: Interval) -> float | None:
+    """The interval's TTFT: its exact mean where telemetry has it (the M/D/1 formula is for the mean), else
+    the p50 read off the histogram's buckets."""
+    value = interval.ttft_mean if _ok(interval.ttft_mean) else interval.ttft_p50
+    return float(value) * 1000.0 if _ok(value) else None  # type: ignore[arg-type]
+
+
+def tbt_ms(interval: Interval) -> float | None:
+    value = interval.tbt_mean if _ok(interval.tbt_mean) else interval.tbt_p50
+    return float(value) * 1000.0 if _ok(value) else None  # type: ignore[arg-type]
+
+
 def uncached_tokens(interval: Interval) -> float | None:
     """Prompt tokens computed per request (after the prefix cache)."""
     if not (_ok(interval.prompt_tps) and _ok(interval.requests_ps)) or not interval.requests_ps:
@@ -136,11 +153,11 @@ def _low_load(interval: Interval) -> bool:
 def fit_prefill(intervals: Sequence[Interval], overhead_ms: float) -> Fit:
     """(a): ms per uncached prompt token, M/D/1-corrected, on low-utilisation intervals."""
     usable = [
-        (iv, u, float(iv.ttft_p50) * 1000.0)  # type: ignore[arg-type]
+        (iv, u, ttft)
         for iv in intervals
-        if iv.role in ("prefill", "both") and _ok(iv.ttft_p50) and _low_load(iv)
-        for u in [uncached_tokens(iv)]
-        if u is not None and u >= 1.0
+        if iv.role in ("prefill", "both") and _low_load(iv)
+        for u, ttft in [(uncached_tokens(iv), ttft_ms(iv))]
+        if u is not None and u >= 1.0 and ttft is not None
     ]
     if not usable:
         return Fit(None, 0, "no prefill interval with requests, prompt tokens and TTFT")
@@ -152,7 +169,7 @@ def fit_prefill(intervals: Sequence[Interval], overhead_ms: float) -> Fit:
     if not kept:
         return Fit(None, 0, f"every prefill interval was above {MAX_RHO:.0%} utilisation")
     rate = statistics.median(kept)
-    return Fit(rate, len(kept), "TTFT p50 per uncached prompt token, M/D/1-corrected, utilisation < 50 %")
+    return Fit(rate, len(kept), "TTFT per uncached prompt token, M/D/1-corrected, utilisation < 50 %")
 
 
 def md1_service_ms(ttft_ms: float, per_pod_rps: float) -> float:
@@ -164,17 +181,28 @@ def md1_service_ms(ttft_ms: float, per_pod_rps: float) -> float:
     return (b - math.sqrt(max(0.0, b * b - 8.0 * lam * ttft_ms))) / (2.0 * lam)
 
 
+def decode_point(iv: Interval) -> tuple[float, float] | None:
+    """(decoding batch per pod, step ms) of a decode or colocated interval. Every decoding sequence gains
+    one token per step, so where the engine's TBT histogram gives the interval's exact mean, that mean is
+    the step and the mean batch is tokens/s × step (Little's law); otherwise the running gauge, read once
+    at the collection, is the batch and the step is batch / tokens per second."""
+    if iv.role not in ("decode", "both") or not _ok(iv.gen_tps) or not iv.gen_tps:
+        return None
+    tps = float(iv.gen_tps) / max(1, iv.pods)  # type: ignore[arg-type]
+    if _ok(iv.tbt_mean) and iv.tbt_mean:
+        step = float(iv.tbt_mean) * 1000.0  # type: ignore[arg-type]
+        batch = tps * step / 1000.0
+    elif _ok(iv.running):
+        batch = float(iv.running) / max(1, iv.pods)  # type: ignore[arg-type]
+        step = 1000.0 * batch / tps
+    else:
+        return None
+    return (batch, step) if batch >= 1.0 else None
+
+
 def decode_points(intervals: Sequence[Interval]) -> list[tuple[float, float]]:
-    """(running batch per pod, measured step ms) of decode and colocated intervals."""
-    points = []
-    for iv in intervals:
-        if iv.role not in ("decode", "both") or not (_ok(iv.running) and _ok(iv.gen_tps)):
-            continue
-        pods = max(1, iv.pods)
-        batch, tps = float(iv.running) / pods, float(iv.gen_tps) / pods  # type: ignore[arg-type]
-        if batch >= 1.0 and tps > 0:
-            points.append((batch, 1000.0 * batch / tps))
-    return points
+    """(decoding batch per pod, measured step ms) of decode and colocated intervals."""
+    return [point for iv in intervals for point in [decode_point(iv)] if point is not None]
 
 
 def least_squares(points: Sequence[tuple[float, float]]) -> tuple[float, float] | None:
@@ -283,16 +311,17 @@ def _errors(
     ttft: dict[str, list[tuple[float, float]]] = {}
     tbt: dict[str, list[tuple[float, float]]] = {}
     for iv in intervals:
-        u = uncached_tokens(iv)
-        if rate is not None and iv.role in ("prefill", "both") and u is not None and _ok(iv.ttft_p50):
+        u, measured = uncached_tokens(iv), ttft_ms(iv)
+        if rate is not None and iv.role in ("prefill", "both") and u is not None and measured is not None:
             service = overhead + rate * u
             rho = min(0.95, _rho(iv, service))
             predicted = service + rho * service / (2.0 * (1.0 - rho))
-            ttft.setdefault(iv.role, []).append((predicted, float(iv.ttft_p50) * 1000.0))  # type: ignore[arg-type]
-        decoding = iv.role in ("decode", "both") and _ok(iv.tbt_p50) and _ok(iv.running) and iv.running
-        if base is not None and slope is not None and decoding:
-            batch = float(iv.running) / max(1, iv.pods)  # type: ignore[arg-type]
-            tbt.setdefault(iv.role, []).append((base + slope * batch, float(iv.tbt_p50) * 1000.0))  # type: ignore[arg-type]
+            ttft.setdefault(iv.role, []).append((predicted, measured))
+        point = decode_point(iv)
+        # against the TBT mean the fit's residual; against a p50 (no mean) an independent check
+        measured = tbt_ms(iv)
+        if base is not None and slope is not None and point is not None and measured is not None:
+            tbt.setdefault(iv.role, []).append((base + slope * point[0], measured))
     out = []
     for metric, table in (("ttft", ttft), ("tbt", tbt)):
         for role, pairs in sorted(table.items()):

@@ -10,6 +10,7 @@ from telemetry import selectors as telemetry_selectors
 
 ROLE_FIELDS = (
     "requests_ps", "prompt_tps", "gen_tps", "hit_rate", "running", "waiting", "ttft_p50", "tbt_p50",
+    "ttft_mean", "tbt_mean",
 )  # fmt: skip
 MIN_WINDOW_S = 10
 MAX_WINDOW_S = 3600

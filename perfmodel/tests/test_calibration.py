@@ -106,3 +106,39 @@ def test_least_squares_and_error_measures():
     assert least_squares([(2, 3), (2, 5)]) is None
     mape, r2 = mape_r2([(10, 10), (22, 20), (27, 30)])
     assert mape == pytest.approx(0.1) and r2 == pytest.approx(1 - (0 + 4 + 9) / 200)
+
+
+def test_with_tbt_means_the_decode_fit_ignores_a_running_gauge_that_counts_sequences_waiting_for_kv():
+    """The running gauge is one reading at the collection, and counts sequences still pulling their KV;
+    the TBT histogram's mean over the interval is the step, and tokens/s × step the batch that decoded."""
+    rng = random.Random(3)
+    decode = []
+    for i in range(12):
+        batch = (2, 8, 16)[i % 3]
+        step = OVERHEAD + STEP + PER_SEQ * batch
+        decode.append(
+            Interval(
+                ts=float(i), role="decode", pods=2, running=2.0 * batch + rng.choice((0, 6, 14)),
+                gen_tps=2 * batch * 1000 / step, tbt_p50=0.05, tbt_mean=step / 1000,
+            )
+        )  # fmt: skip
+    prefill = [iv for iv in synthetic(noise=0.0) if iv.role == "prefill"]
+    result = calibrate([*prefill, *decode])
+    assert result.verdict == "ok", result.reasons
+    assert result.fits["decode_step_ms"].value == pytest.approx(STEP, rel=0.01)
+    assert result.fits["decode_ms_per_seq"].value == pytest.approx(PER_SEQ, rel=0.01)
+    without_means = [Interval(**{**vars(iv), "tbt_mean": None}) for iv in decode]
+    biased = calibrate([*prefill, *without_means]).fits["decode_ms_per_seq"].value
+    assert biased is None or abs(biased - PER_SEQ) > 0.05 * PER_SEQ  # the gauge alone gets it wrong
+
+
+def test_the_prefill_fit_prefers_the_exact_ttft_mean_to_the_bucketed_p50():
+    service = OVERHEAD + 1000 * RATE  # 1,000 uncached tokens per request, 0.5 requests/s on one pod
+    rho = 0.5 * service / 1000
+    mean = (service + rho * service / (2 * (1 - rho))) / 1000
+    intervals = [
+        Interval(ts=float(i), role="prefill", pods=1, requests_ps=0.5, prompt_tps=500.0, hit_rate=0.0,
+                 waiting=0.0, ttft_p50=0.25, ttft_mean=mean)  # the p50: the bucket's bound, far off
+        for i in range(6)
+    ]  # fmt: skip
+    assert calibrate(intervals).fits["prefill_ms_per_token"].value == pytest.approx(RATE, rel=0.01)

@@ -1,6 +1,7 @@
 """Open-loop workloads: when each request is sent and what it asks — pure and deterministic per seed.
 
-Patterns: `constant` (evenly spaced at `rate`/s), `diurnal` (rate swings between 0.2× and 1.8× of
+Patterns: `constant` (evenly spaced at `rate`/s), `poisson` (independent arrivals at `rate`/s on average,
+exponential gaps: the queueing real traffic sees), `diurnal` (rate swings between 0.2× and 1.8× of
 `rate` over one period = the duration; the mean stays `rate`), `phase` (constant rate, alternating
 prompt-heavy and generation-heavy phases of `phase_seconds`, default half the duration).
 A `shared_prefix_fraction` of requests start with one of `num_prefixes` long shared prefixes of
@@ -13,7 +14,7 @@ import math
 import random
 from dataclasses import dataclass
 
-PATTERNS = ("constant", "diurnal", "phase")
+PATTERNS = ("constant", "poisson", "diurnal", "phase")
 KINDS = ("normal", "prompt_heavy", "generation_heavy")
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -69,6 +70,12 @@ def schedule(workload: Workload) -> list[tuple[float, str]]:
             times.append(t)
             current = workload.rate * (1 - 0.8 * math.cos(2 * math.pi * t / workload.duration))
             t += 1 / max(current, workload.rate * 0.2)
+    elif workload.pattern == "poisson":
+        rng = random.Random(workload.seed)
+        t = rng.expovariate(workload.rate)
+        while t < workload.duration:
+            times.append(t)
+            t += rng.expovariate(workload.rate)
     else:
         count = max(1, int(workload.rate * workload.duration))
         times = [i / workload.rate for i in range(count)]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from sandbox.engine.tokens import count_tokens
@@ -13,6 +15,17 @@ def test_constant_pattern_sends_evenly_spaced_requests():
     times = schedule(Workload(rate=4, duration=2.5))
     assert [t for t, _ in times] == [i / 4 for i in range(10)]
     assert {kind for _, kind in times} == {"normal"}
+
+
+def test_poisson_pattern_has_the_rate_on_average_with_exponential_gaps_and_repeats_per_seed():
+    times = [t for t, _ in schedule(Workload(rate=50, duration=40, pattern="poisson"))]
+    assert 1800 <= len(times) <= 2200
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    mean = sum(gaps) / len(gaps)
+    variance = sum((g - mean) ** 2 for g in gaps) / len(gaps)
+    assert 0.8 < variance**0.5 / mean < 1.2  # exponential: the spread equals the mean (constant: 0)
+    assert times == [t for t, _ in schedule(Workload(rate=50, duration=40, pattern="poisson"))]
+    assert times != [t for t, _ in schedule(Workload(rate=50, duration=40, pattern="poisson", seed=8))]
 
 
 def test_diurnal_pattern_keeps_the_mean_rate_and_swings_around_it():
