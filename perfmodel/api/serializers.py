@@ -44,7 +44,10 @@ class FitErrorSerializer(serializers.Serializer[Any]):
     metric = serializers.ChoiceField(choices=["ttft", "tbt"])
     intervals = serializers.IntegerField()
     mape = serializers.FloatField(allow_null=True, help_text="Median |predicted − measured| / measured.")
-    r2 = serializers.FloatField(allow_null=True, help_text="R² of predicted against measured p50.")
+    r2 = serializers.FloatField(
+        allow_null=True,
+        help_text="R² of predicted against measured (interval means; p50s where an engine gives no mean).",
+    )
 
 
 class CalibrationSerializer(serializers.Serializer[Any]):
@@ -60,7 +63,7 @@ class CalibrationSerializer(serializers.Serializer[Any]):
         help_text="prefill_ms_per_token, decode_step_ms, decode_ms_per_seq, step_overhead_ms, hit_rate, "
         "kv_latency_ms.",
     )
-    fit_errors = FitErrorSerializer(many=True, help_text="Predicted vs measured TTFT/TBT p50 per role.")
+    fit_errors = FitErrorSerializer(many=True, help_text="Predicted vs measured TTFT/TBT per role.")
     perf = serializers.DictField(
         help_text="PerfConfig fields for the simulator (empty unless the verdict is ok).",
     )
