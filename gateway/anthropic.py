@@ -15,8 +15,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from gateway.bodies import read_whole
-from gateway.dispatch import Outcome, open_answer
 from gateway.errors import GatewayError
+from gateway.failover import open_answer
+from gateway.outcome import Outcome
 from gateway.routes import RouteEntry
 from gateway.sse import SseReader, chat_chunks
 from gateway.tokencount import estimate_tokens

@@ -18,8 +18,9 @@ import redis
 from django.conf import settings
 
 from controlplane.client_ip import resolve_client_ip
-from gateway import anthropic, cancel, dispatch, memory, reserve, tokencount, tracecontext
+from gateway import anthropic, cancel, dispatch, key_events, memory, reserve, tokencount, tracecontext
 from gateway.errors import GatewayError, anthropic_body, openai_body
+from gateway.outcome import Outcome
 from gateway.prefixgroup import prefix_group
 from gateway.recorder import record_request
 from gateway.responses import serve as responses
@@ -219,7 +220,7 @@ async def _send_error(send: Send, error: GatewayError, *, messages_api: bool) ->
 TRACE_ID_HEADER = b"x-tandem-trace-id"
 
 
-def _trace_context(scope: Scope_, outcome: dispatch.Outcome) -> None:
+def _trace_context(scope: Scope_, outcome: Outcome) -> None:
     """The caller's trace continued (a valid `traceparent`), else a new one; the gateway's own span."""
     parent = state = None
     for key, value in scope.get("headers", ()):
@@ -258,7 +259,7 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
     method = scope["method"]
     messages_api = path in (MESSAGES, COUNT_TOKENS)
     started = time.monotonic()
-    outcome = dispatch.Outcome()
+    outcome = Outcome()
     if settings.TRACES_GATEWAY:
         _trace_context(scope, outcome)
         send = _traced(send, outcome.trace_id)
@@ -289,7 +290,7 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         try:
             grant = await authenticate(token, kind="inference", source_ip=source_ip, reserve=wants)
         except KeyRefused as refused:
-            dispatch.record_auth_failure(refused, source_ip=source_ip, path=path, token=token)
+            key_events.record_auth_failure(refused, source_ip=source_ip, path=path, token=token)
             raise _refusal(refused) from None
         if Scope.INFERENCE not in grant.record.scopes:
             raise GatewayError(403, "missing_scope", "This key lacks the `inference` scope.")
@@ -350,7 +351,7 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
 
 
 def _work(
-    path: str, request: dict[str, Any], entry: RouteEntry, send: Send, outcome: dispatch.Outcome, raw: bytes
+    path: str, request: dict[str, Any], entry: RouteEntry, send: Send, outcome: Outcome, raw: bytes
 ) -> Awaitable[None]:
     if path == COUNT_TOKENS:
         chat = anthropic.to_chat({**request, "max_tokens": request.get("max_tokens") or 1})
@@ -373,9 +374,7 @@ async def _send_models(send: Send, entries: list[RouteEntry]) -> None:
     await send({"type": "http.response.body", "body": json.dumps({"object": "list", "data": data}).encode()})
 
 
-async def _finish(
-    grant: AsyncGrant, outcome: dispatch.Outcome, path: str, started: float, group: str = ""
-) -> None:
+async def _finish(grant: AsyncGrant, outcome: Outcome, path: str, started: float, group: str = "") -> None:
     try:
         settled = await grant.settle(tokens_used=outcome.prompt_tokens + outcome.completion_tokens)
     except Exception:
@@ -384,7 +383,7 @@ async def _finish(
     # Request quotas cross their thresholds when the request is counted, token quotas when it settles.
     crossed = (*grant.crossed, *settled)
     if crossed:
-        dispatch.queue_budget_alerts(grant.record.key_id, crossed)
+        key_events.queue_budget_alerts(grant.record.key_id, crossed)
     if path == MODELS:
         return
     latency_ms = (time.monotonic() - started) * 1000

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from gateway.dispatch import Outcome
+from gateway.outcome import Outcome
 from gateway.tokencount import CHARS_PER_TOKEN
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]

@@ -14,6 +14,7 @@ from typing import Any
 
 from gateway import dispatch
 from gateway.errors import GatewayError
+from gateway.outcome import Outcome
 from gateway.recorder import record_request
 from gateway.routes import RouteEntry
 from gateway.sse import SseReader, event_data
@@ -54,7 +55,7 @@ def _leg_error(error: GatewayError, entry: RouteEntry, backend: str | None) -> s
     return error.message
 
 
-def _record(entry: RouteEntry, outcome: dispatch.Outcome, started: float) -> float:
+def _record(entry: RouteEntry, outcome: Outcome, started: float) -> float:
     """A probe's request is the gateway's traffic too: recorded (flagged) like an application's."""
     latency = (time.monotonic() - started) * 1000
     record_request(
@@ -86,7 +87,7 @@ async def chat(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    outcome = dispatch.Outcome(model=entry.model, entry=entry, probe=True)
+    outcome = Outcome(model=entry.model, entry=entry, probe=True)
     started = time.monotonic()
     try:
         await dispatch.serve("/v1/chat/completions", request, force(entry, backend), send, outcome)

@@ -16,8 +16,8 @@ from typing import Any
 
 from gateway import upstream
 from gateway.bodies import read_whole
-from gateway.dispatch import Outcome
 from gateway.errors import GatewayError
+from gateway.outcome import Outcome
 from gateway.routes import RouteEntry
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]

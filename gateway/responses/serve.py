@@ -23,7 +23,8 @@ from typing import Any
 import aiohttp
 
 from gateway.bodies import read_whole
-from gateway.dispatch import Outcome, open_answer
+from gateway.failover import open_answer
+from gateway.outcome import Outcome
 from gateway.responses.answer import Shell, from_chat
 from gateway.responses.request import for_passthrough, to_chat
 from gateway.responses.stream import StreamTranslator

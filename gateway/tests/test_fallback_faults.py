@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from gateway import dispatch
+from gateway import dispatch, failover
 from gateway.errors import GatewayError
+from gateway.outcome import Outcome
 from gateway.routes import Fallback, RouteEntry
 from gateway.tests.conftest import FALLBACK_MODEL, MODEL
 from tests.scripted_upstream import Upstream
@@ -158,7 +159,7 @@ def route(servers: Servers, *, fallback: bool = True, failures: int = 2) -> Rout
     )
 
 
-async def ask(entry: RouteEntry, *, stream: bool = False) -> tuple[int, str, bytes, dispatch.Outcome]:
+async def ask(entry: RouteEntry, *, stream: bool = False) -> tuple[int, str, bytes, Outcome]:
     """(status, x-tandem-backend or the error code, body, outcome) of one chat request via dispatch."""
     sent: list[dict[str, Any]] = []
 
@@ -170,7 +171,7 @@ async def ask(entry: RouteEntry, *, stream: bool = False) -> tuple[int, str, byt
         "messages": [{"role": "user", "content": "hi"}],
         "stream": stream,
     }
-    outcome = dispatch.Outcome(model=MODEL, entry=entry)
+    outcome = Outcome(model=MODEL, entry=entry)
     try:
         await dispatch.serve("/v1/chat/completions", request, entry, send, outcome)
     except GatewayError as error:
@@ -199,7 +200,7 @@ def test_a_failing_cluster_answer_goes_to_the_fallback_and_counts_against_the_br
     status, backend, body, _ = faults.run(ask(entry, stream=stream))
     assert (status, backend) == (200, "fallback"), body[:300]
     assert faults.fallback.hits == before + 1
-    assert dispatch.breaker_for(entry).failures == 1, dispatch.breaker_for(entry).last_reason
+    assert failover.breaker_for(entry).failures == 1, failover.breaker_for(entry).last_reason
     assert b"chat.completion" in body
 
 
@@ -209,7 +210,7 @@ def test_without_a_fallback_a_non_json_answer_is_a_502_naming_what_came(faults):
     status, code, message, _ = faults.run(ask(entry))
     assert (status, code) == (502, "upstream_invalid_answer")
     assert b"502 with a body that is not JSON (text/html" in message
-    assert dispatch.breaker_for(entry).state == "open"
+    assert failover.breaker_for(entry).state == "open"
     entry = route(faults, fallback=False)
     status, code, message, _ = faults.run(ask(entry))
     assert (status, code) == (
@@ -231,7 +232,7 @@ def test_never_a_fallback_after_the_first_byte_reached_the_client(faults):
 
         request = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": True}
         try:
-            await dispatch.serve("/v1/chat/completions", request, entry, send, dispatch.Outcome(entry=entry))
+            await dispatch.serve("/v1/chat/completions", request, entry, send, Outcome(entry=entry))
         except Exception as error:  # the stall after the first byte: the app ends the body
             return sent, error
         return sent, None
@@ -246,7 +247,7 @@ def open_breaker(faults: Servers, entry: RouteEntry) -> None:
     faults.cluster.script.extend(["500", "500"])
     for _ in range(2):
         assert faults.run(ask(entry))[1] == "fallback"
-    assert dispatch.breaker_for(entry).state == "open"
+    assert failover.breaker_for(entry).state == "open"
     time.sleep(0.35)  # breaker_open_seconds
 
 
@@ -255,7 +256,7 @@ def test_half_open_sends_one_trial_at_a_time_and_its_success_closes_it(faults):
     open_breaker(faults, entry)
     faults.cluster.script.append("hold")
 
-    async def trial_and_others() -> list[tuple[int, str, bytes, dispatch.Outcome]]:
+    async def trial_and_others() -> list[tuple[int, str, bytes, Outcome]]:
         trial = asyncio.ensure_future(ask(entry))
         await asyncio.sleep(0.1)  # the trial is held at the cluster
         hits = faults.cluster.hits
@@ -266,7 +267,7 @@ def test_half_open_sends_one_trial_at_a_time_and_its_success_closes_it(faults):
 
     answers = faults.run(trial_and_others())
     assert [a[1] for a in answers] == ["cluster", "fallback", "fallback", "fallback"]
-    assert dispatch.breaker_for(entry).state == "closed"
+    assert failover.breaker_for(entry).state == "closed"
 
 
 def test_a_trial_whose_client_went_away_lets_the_next_request_try(faults):
@@ -281,9 +282,9 @@ def test_a_trial_whose_client_went_away_lets_the_next_request_try(faults):
         await asyncio.gather(trial, return_exceptions=True)
 
     faults.run(cancelled_trial())
-    assert not dispatch.breaker_for(entry).trial_in_flight
+    assert not failover.breaker_for(entry).trial_in_flight
     status, backend, _, _ = faults.run(ask(entry))
-    assert (status, backend) == (200, "cluster") and dispatch.breaker_for(entry).state == "closed"
+    assert (status, backend) == (200, "cluster") and failover.breaker_for(entry).state == "closed"
 
 
 def test_a_success_that_started_before_the_breaker_opened_does_not_close_it(faults):
@@ -295,12 +296,12 @@ def test_a_success_that_started_before_the_breaker_opened_does_not_close_it(faul
         await asyncio.sleep(0.1)
         for _ in range(2):
             await ask(entry)
-        assert dispatch.breaker_for(entry).state == "open"
+        assert failover.breaker_for(entry).state == "open"
         faults.cluster.gate.set()
         return (await slow)[1]
 
     assert faults.run(slow_then_failures()) == "cluster"
-    assert dispatch.breaker_for(entry).state == "open"
+    assert failover.breaker_for(entry).state == "open"
 
 
 def test_a_running_gateway_turns_an_html_page_into_a_502_it_records_or_serves_from_the_fallback(

@@ -198,7 +198,7 @@ def test_the_links_probe_passes_on_fresh_up_links_only():
 def test_verification_runs_neither_open_the_gateways_breaker_nor_are_skipped_by_it(make_topology, admin_user):
     """Probes run in the worker, beside the gateway's breakers: failing runs must not open the breaker
     that guards applications' requests, and an open breaker must not skip the cluster a probe tests."""
-    from gateway import dispatch
+    from gateway import failover
     from gateway.models import BreakerEvent
     from gateway.routes import load_table
     from tests.support import closed_port
@@ -211,10 +211,10 @@ def test_verification_runs_neither_open_the_gateways_breaker_nor_are_skipped_by_
         _, results = _run(topology, admin_user, ["smoke"])
         assert "cannot connect" in " ".join(results["smoke"]["diagnosis"]), results
     entry = next(e for e in load_table("t").entries() if e.topology_id == topology.pk)
-    assert dispatch.breaker_for(entry).state == "closed"
+    assert failover.breaker_for(entry).state == "closed"
     assert not BreakerEvent.objects.filter(topology=topology).exists()
     for _ in range(entry.breaker_failures):  # the applications' traffic opened it
-        dispatch.breaker_for(entry).failure(0.0, "down")
+        failover.breaker_for(entry).failure(0.0, "down")
     _, results = _run(topology, admin_user, ["smoke"])
     diagnosis = " ".join(results["smoke"]["diagnosis"])
     assert "cannot connect" in diagnosis and "circuit open" not in diagnosis, results
