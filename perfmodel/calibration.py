@@ -188,9 +188,9 @@ def decode_point(iv: Interval) -> tuple[float, float] | None:
     at the collection, is the batch and the step is batch / tokens per second."""
     if iv.role not in ("decode", "both") or not _ok(iv.gen_tps) or not iv.gen_tps:
         return None
-    tps = float(iv.gen_tps) / max(1, iv.pods)  # type: ignore[arg-type]
+    tps = float(iv.gen_tps) / max(1, iv.pods)
     if _ok(iv.tbt_mean) and iv.tbt_mean:
-        step = float(iv.tbt_mean) * 1000.0  # type: ignore[arg-type]
+        step = float(iv.tbt_mean) * 1000.0
         batch = tps * step / 1000.0
     elif _ok(iv.running):
         batch = float(iv.running) / max(1, iv.pods)  # type: ignore[arg-type]
