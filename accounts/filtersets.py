@@ -5,7 +5,7 @@ from django.db.models import Q, QuerySet
 
 from accounts.models import User
 from accounts.roles import Role
-from controlplane.filters import ChoiceFilter
+from controlplane.filters import BooleanFilter, ChoiceFilter
 
 
 class UserFilterSet(django_filters.FilterSet):
@@ -13,7 +13,7 @@ class UserFilterSet(django_filters.FilterSet):
 
     q = django_filters.CharFilter(method="filter_q", label="Search")
     role = ChoiceFilter(choices=Role.choices)
-    is_active = django_filters.BooleanFilter()
+    is_active = BooleanFilter(label="Active")
 
     class Meta:
         model = User

@@ -6,14 +6,14 @@ import django_filters
 from django.db.models import Q, QuerySet
 
 from clusters.models import AuthMethod, Cluster, HealthState
-from controlplane.filters import ChoiceFilter
+from controlplane.filters import BooleanFilter, ChoiceFilter
 
 
 class ClusterFilterSet(django_filters.FilterSet):
     q = django_filters.CharFilter(method="search", label="Search name, description or server")
     health_state = ChoiceFilter(choices=HealthState.choices, label="Health")
     auth_method = ChoiceFilter(choices=AuthMethod.choices, label="Connected by")
-    kthena_installed = django_filters.BooleanFilter(label="Kthena installed")
+    kthena_installed = BooleanFilter(label="Kthena installed")
 
     class Meta:
         model = Cluster

@@ -41,3 +41,18 @@ class IdFilter(django_filters.NumberFilter):
             },
         )
         super().__init__(*args, **kwargs)
+
+
+class BooleanFilter(django_filters.TypedChoiceFilter):
+    """``true`` or ``false`` (empty: no filter, as the pages' "any" sends). ``null`` or ``yes`` is a 400
+    naming the filter and the two values, not silently no filter (``django_filters.BooleanFilter`` reads
+    anything it does not know as unset)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("choices", (("true", "true"), ("false", "false")))
+        kwargs.setdefault("coerce", lambda value: value == "true")
+        kwargs.setdefault("empty_value", None)
+        kwargs.setdefault(
+            "error_messages", {"invalid_choice": "%(value)s is neither true nor false; use true or false"}
+        )
+        super().__init__(*args, **kwargs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import django_filters
 
-from controlplane.filters import ChoiceFilter, IdFilter
+from controlplane.filters import BooleanFilter, ChoiceFilter, IdFilter
 from deployments.models import Deployment, Kind, State
 
 
@@ -12,7 +12,7 @@ class DeploymentFilterSet(django_filters.FilterSet):
     topology = IdFilter(field_name="topology_id", help_text="Topology id.")
     state = ChoiceFilter(choices=State.choices, label="State")
     kind = ChoiceFilter(choices=Kind.choices, label="Kind")
-    active = django_filters.BooleanFilter(method="filter_active", label="Only running deployments")
+    active = BooleanFilter(method="filter_active", label="Only running deployments")
 
     class Meta:
         model = Deployment

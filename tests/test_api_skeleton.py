@@ -81,6 +81,10 @@ def test_lists_are_paginated(api_client, viewer):
     assert body["count"] == 7 and len(body["results"]) == 3 and body["next"]
     error = _assert_error_shape(api_client.get("/api/v1/audit-events/?page=99"), 404)
     assert "Invalid page" in error["message"]
+    assert api_client.get("/api/v1/audit-events/?page=last&page_size=3").json()["results"]
+    for bad in ("page=", "page=0", "page=two", "page_size=", "page_size=501"):
+        error = _assert_error_shape(api_client.get(f"/api/v1/audit-events/?{bad}"), 400)
+        assert bad.split("=")[0] in error["fields"], error  # the parameter is named, never ignored
 
 
 def test_schema_is_a_valid_openapi_document(client, viewer):

@@ -69,6 +69,17 @@ def test_list_filters_with_the_shared_filterset(client, viewer):
     assert "No cluster matches" in client.get("/clusters/?health_state=healthy").content.decode()
 
 
+def test_the_kthena_filter_takes_true_or_false_and_names_anything_else(client, viewer):
+    _cluster()
+    client.force_login(viewer)
+    api = "/api/v1/clusters/?kthena_installed="
+    assert client.get(api + "true").json()["count"] == 0 and client.get(api + "false").json()["count"] == 1
+    assert client.get(api).json()["count"] == 1  # empty: the page's "any"
+    refused = client.get(api + "null")
+    assert refused.status_code == 400
+    assert "neither true nor false" in refused.json()["error"]["fields"]["kthena_installed"][0]
+
+
 def test_detail_shows_nodes_permissions_kthena_and_history(client, viewer):
     cluster = _cluster()
     client.force_login(viewer)

@@ -62,3 +62,14 @@ class OptionalEmailField(serializers.EmailField):
     def __init__(self, **kwargs: object) -> None:
         kwargs.setdefault("allow_blank", True)
         super().__init__(**kwargs)  # type: ignore[arg-type]
+
+
+class RequiredBooleanField(serializers.BooleanField):
+    """A boolean that must be given. DRF reads a form-encoded body without it as ``false`` (an unticked HTML
+    checkbox is not sent); an API request that leaves it out has not said false, so it is a 400."""
+
+    default_empty_html = serializers.empty
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", True)
+        super().__init__(**kwargs)

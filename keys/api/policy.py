@@ -11,6 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.roles import Role
+from controlplane.api.fields import RequiredBooleanField
 from controlplane.client_ip import client_ip
 from keys import selectors, services
 from keys.models import KeyPolicy
@@ -19,6 +20,9 @@ from keys.scopes import Scope
 
 
 class KeyPolicySerializer(serializers.ModelSerializer[KeyPolicy]):
+    viewers_issue_inference_keys = RequiredBooleanField(
+        help_text="Viewers may issue inference keys for themselves (admins may issue theirs)."
+    )
     updated = serializers.DateTimeField(read_only=True, allow_null=True, help_text="null: never changed")
     updated_by = serializers.SerializerMethodField(help_text="the admin who changed it last (null: nobody)")
 
@@ -26,7 +30,6 @@ class KeyPolicySerializer(serializers.ModelSerializer[KeyPolicy]):
         model = KeyPolicy
         fields = ["viewers_issue_inference_keys", "updated", "updated_by"]
         read_only_fields = ["updated", "updated_by"]
-        extra_kwargs = {"viewers_issue_inference_keys": {"required": True}}
 
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_updated_by(self, policy: KeyPolicy) -> str | None:

@@ -52,6 +52,16 @@ def test_an_admin_turns_it_off_through_the_api_and_it_is_audited(admin_user, vie
     assert _inference(operator).key.kind == "inference"
 
 
+def test_a_form_body_without_the_field_is_refused_and_changes_nothing(admin_user):
+    """A form-encoded PUT that leaves the field out has not said false (DRF would read an unticked box)."""
+    answer = _session(admin_user).put(
+        "/api/v1/key-policy/", "other=true", content_type="application/x-www-form-urlencoded"
+    )
+    assert answer.status_code == 400, answer.content
+    assert "viewers_issue_inference_keys" in answer.json()["error"]["fields"]
+    assert _session(admin_user).get("/api/v1/key-policy/").json()["viewers_issue_inference_keys"] is True
+
+
 def test_only_admins_change_it(viewer, operator):
     for user in (viewer, operator):
         answer = _session(user).put(

@@ -17,6 +17,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -378,7 +379,10 @@ class RevisionExport(APIView):
         revision = _revision(topology, number, field="number")
         text, filename = export.revision_yaml(revision, self.what)
         response = HttpResponse(text, content_type="application/yaml; charset=utf-8")
-        if request.query_params.get("download") in ("1", "true", "yes"):
+        download = request.query_params.get("download")
+        if download is not None and download not in ("true", "false", "1", "0"):
+            raise ValidationError({"download": ["must be true or false"]})
+        if download in ("1", "true"):
             response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response
 

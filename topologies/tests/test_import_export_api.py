@@ -184,6 +184,8 @@ def test_export_gives_a_kubectl_ready_stream_and_the_spec(api_client, viewer, op
     download = api_client.get(f"{URL}{created['id']}/revisions/1/spec.yaml?download=1")
     assert download["Content-Disposition"] == 'attachment; filename="qwen3-nixl-r1-spec.yaml"'
     assert yaml.safe_load(download.content) == created["spec"]
+    refused = api_client.get(f"{URL}{created['id']}/revisions/1/spec.yaml?download=")
+    assert refused.status_code == 400 and "download" in refused.json()["error"]["fields"]
     # The document describes the YAML as the stored spec it holds (schemathesis parses YAML bodies).
     from openapi_schema_validator import OAS30ReadValidator
 

@@ -58,7 +58,11 @@ class WhatIfRunInputSerializer(serializers.Serializer[dict[str, Any]]):
         help_text="The trace's format; default: read from its first line.",
     )
     trace_name = serializers.CharField(
-        required=False, max_length=200, default="", help_text="A name for the imported trace (its file's)."
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        default="",
+        help_text="A name for the imported trace (its file's).",
     )
 
     def validate_end(self, value: float | None) -> float | None:
