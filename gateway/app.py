@@ -18,7 +18,7 @@ import redis
 from django.conf import settings
 
 from controlplane.client_ip import resolve_client_ip
-from gateway import anthropic, cancel, dispatch, key_events, memory, reserve, tokencount, tracecontext
+from gateway import anthropic, cancel, dispatch, key_events, reserve, tokencount, tracecontext
 from gateway.errors import GatewayError, anthropic_body, openai_body
 from gateway.outcome import Outcome
 from gateway.prefixgroup import prefix_group
@@ -265,7 +265,6 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         send = _traced(send, outcome.trace_id)
     grant: AsyncGrant | None = None
     group = ""
-    memory.spikes.enter()
     try:
         wanted = KNOWN.get(path)
         if wanted is None and path.startswith(RESPONSES + "/"):
@@ -345,7 +344,6 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         else:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
     finally:
-        memory.spikes.leave()
         if grant is not None:
             await _finish(grant, outcome, path, started, group)
 
@@ -401,14 +399,12 @@ async def _finish(grant: AsyncGrant, outcome: Outcome, path: str, started: float
 
 
 async def lifespan(receive: Receive, send: Send) -> None:
-    """ASGI lifespan: at startup, the watch that trims memory after a spike (gateway.memory); at shutdown, the
-    records not yet written are written (a restart loses none)."""
+    """ASGI lifespan: at shutdown, the records not yet written are written (a restart loses none)."""
     from gateway.recorder import flush_all
 
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
-            memory.start()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await flush_all()
