@@ -50,7 +50,8 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SECRET_REF = re.compile(r"^secret:([a-z0-9]([-a-z0-9.]*[a-z0-9])?)/([-._a-zA-Z0-9]+)$")
 # "..._PER_TOKEN" is a rate (e.g. SANDBOX_PREFILL_MS_PER_TOKEN), not a token.
 CREDENTIAL_ENV = re.compile(
-    r"(^|_)((?<!_PER_)TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY)(_|$)", re.IGNORECASE
+    r"(^|_)((?<!_PER_)TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY)(_|$)",
+    re.IGNORECASE,
 )
 LABEL_KEY = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
