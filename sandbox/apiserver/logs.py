@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from sandbox.apiserver.errors import ApiError, bad_request
+from sandbox.apiserver.respond import truthy
 
 if TYPE_CHECKING:
     from sandbox.apiserver.objects import Api
@@ -18,15 +19,11 @@ LogSource = Callable[[str, str, str | None, bool], list[str]]
 FOLLOW_INTERVAL = 0.5
 
 
-def _truthy(value: str | None) -> bool:
-    return value is not None and value.lower() in ("1", "true", "yes")
-
-
 def lines_of(api: Api, source: LogSource | None, namespace: str, name: str, q: Any) -> list[str]:
     api.get(api.registry.by_key("", "pods"), namespace, name)
     if source is None:
         raise bad_request(f'pod "{name}" has no logs yet')
-    return list(source(namespace, name, q.get("container"), _truthy(q.get("previous"))))
+    return list(source(namespace, name, q.get("container"), truthy(q.get("previous"))))
 
 
 def tail(lines: list[str], q: Any) -> list[str]:
