@@ -239,6 +239,19 @@ class SloSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=["ok", "violated", "unknown"])
 
 
+class RouterReadingSerializer(serializers.Serializer):
+    """The Kthena router's share of the interval (telemetry.router): its prefix-cache match attempts and
+    misses for the topology's model, from kthena_router_prefix_cache_match_ratio."""
+
+    service = serializers.CharField(help_text="namespace/name of the router's metrics Service read.")
+    replicas = serializers.IntegerField(help_text="Router replicas read this interval.")
+    match_attempts = serializers.FloatField(
+        allow_null=True, help_text="Prefix-cache match attempts in the interval (null: not known)."
+    )
+    match_misses = serializers.FloatField(allow_null=True, help_text="Of them, misses (ratio 0).")
+    error = serializers.CharField(allow_null=True, help_text="Why (some of) it could not be read.")
+
+
 class SnapshotSerializer(serializers.Serializer):
     """The TopologySnapshot of telemetry.snapshot. Units: every field says its own; measured latency
     quantiles are seconds (as engines export them), fields ending in _ms are milliseconds (SLO targets
@@ -263,6 +276,9 @@ class SnapshotSerializer(serializers.Serializer):
         help_text=LINKS_HELP,
     )
     events = EventSerializer(many=True)
+    router = RouterReadingSerializer(
+        required=False, help_text="Kthena topologies only: the router's own prefix-cache match counts."
+    )
 
 
 class TelemetryAlertSerializer(serializers.ModelSerializer):
