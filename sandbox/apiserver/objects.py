@@ -18,6 +18,7 @@ import yaml
 
 from sandbox.apiserver import collector, ssa
 from sandbox.apiserver import patch as patching
+from sandbox.apiserver.crd_schema import prepare_custom
 from sandbox.apiserver.defaults import apply_builtin_defaults, carry_allocated
 from sandbox.apiserver.errors import (
     ApiError,
@@ -44,7 +45,7 @@ from sandbox.apiserver.selectors import (
     parse_label_selector,
 )
 from sandbox.apiserver.storage import Store
-from sandbox.apiserver.validation import prepare_custom, validate, validate_update
+from sandbox.apiserver.validation import validate, validate_update
 
 __all__ = ["Api", "get_by_path", "now_iso", "set_by_path"]
 

@@ -1,5 +1,6 @@
-"""Validation the way the API server does it: structural defaulting, pruning and `openAPIV3Schema`
-checks for custom resources, and the handful of built-in rules clients run into first.
+"""Validation the way the API server does it: names and labels, the handful of built-in rules clients
+run into first, immutable fields on update, and custom resources against their schema (structural
+defaulting, pruning and `openAPIV3Schema` checks in `crd_schema`).
 
 CEL rules (`x-kubernetes-validations`) are evaluated by `sandbox.apiserver.cel`: plain rules on
 create and update, transition rules (`oldSelf`) on update.
@@ -7,23 +8,18 @@ create and update, transition rules (`oldSelf`) on update.
 
 from __future__ import annotations
 
-import copy
-import json
 import re
-from collections.abc import Iterable
-from functools import lru_cache
 from typing import Any
-
-import jsonschema
 
 from sandbox.apiserver import rbac_validation
 from sandbox.apiserver.autoscaling import hpa_causes
+from sandbox.apiserver.causes import Cause, cause, go_value
 from sandbox.apiserver.cel import cel_causes
-from sandbox.apiserver.errors import ApiError, invalid
+from sandbox.apiserver.crd_schema import schema_causes
+from sandbox.apiserver.errors import invalid
 from sandbox.apiserver.resources import ResourceType
 from sandbox.apiserver.selectors import labels_match, selector_from_match_labels
 
-Cause = dict[str, str]
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS1035_HELP = (
@@ -48,220 +44,16 @@ LABEL_VALUE_HELP = (
 _DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
-def field_path(parts: Iterable[Any]) -> str:
-    text = ""
-    for part in parts:
-        if isinstance(part, int):
-            text += f"[{part}]"
-        else:
-            text += f".{part}" if text else str(part)
-    return text
-
-
-def _go_value(value: Any) -> str:
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"))[:200]
-    return str(value)
-
-
-def _cause(reason: str, field: str, message: str) -> Cause:
-    return {"reason": reason, "message": message, "field": field}
-
-
-# -- structural schema handling -------------------------------------------------------------------
-def _drop_nulls(value: Any, schema: dict[str, Any] | None) -> Any:
-    if isinstance(value, dict):
-        props = (schema or {}).get("properties") or {}
-        extra = (schema or {}).get("additionalProperties")
-        result = {}
-        for key, child in value.items():
-            child_schema = props.get(key) or (extra if isinstance(extra, dict) else None)
-            if child is None and not (child_schema or {}).get("nullable"):
-                continue
-            result[key] = _drop_nulls(child, child_schema)
-        return result
-    if isinstance(value, list):
-        return [_drop_nulls(v, (schema or {}).get("items")) for v in value]
-    return value
-
-
-def prune(value: Any, schema: dict[str, Any] | None, *, root: bool = False) -> Any:
-    """Drop fields the schema does not declare (unless it preserves unknown fields)."""
-    if schema is None:
-        return value
-    if isinstance(value, dict):
-        if schema.get("x-kubernetes-preserve-unknown-fields"):
-            return value
-        props = schema.get("properties")
-        extra = schema.get("additionalProperties")
-        embedded = root or schema.get("x-kubernetes-embedded-resource")
-        result: dict[str, Any] = {}
-        for key, child in value.items():
-            if embedded and key in ("apiVersion", "kind", "metadata"):
-                result[key] = child
-            elif props is not None and key in props:
-                result[key] = prune(child, props[key])
-            elif isinstance(extra, dict):
-                result[key] = prune(child, extra)
-            elif props is None and extra is None:
-                result[key] = child
-        return result
-    if isinstance(value, list):
-        return [prune(v, schema.get("items")) for v in value]
-    return value
-
-
-def unknown_fields(
-    value: Any, schema: dict[str, Any] | None, path: str = "", *, root: bool = False
-) -> list[str]:
-    """Field paths the schema does not declare (what `fieldValidation=Strict` refuses)."""
-    if schema is None or schema.get("x-kubernetes-preserve-unknown-fields"):
-        return []
-    found: list[str] = []
-    if isinstance(value, dict):
-        props = schema.get("properties")
-        extra = schema.get("additionalProperties")
-        embedded = root or schema.get("x-kubernetes-embedded-resource")
-        for key, child in value.items():
-            child_path = f"{path}.{key}" if path else key
-            if embedded and key in ("apiVersion", "kind", "metadata"):
-                continue
-            if props is not None and key in props:
-                found += unknown_fields(child, props[key], child_path)
-            elif isinstance(extra, dict):
-                found += unknown_fields(child, extra, child_path)
-            elif props is not None or extra is not None:
-                found.append(child_path)
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            found += unknown_fields(item, schema.get("items"), f"{path}[{index}]")
-    return found
-
-
-def apply_defaults(value: Any, schema: dict[str, Any] | None) -> Any:
-    if schema is None:
-        return value
-    if isinstance(value, dict):
-        props = schema.get("properties") or {}
-        for key, child_schema in props.items():
-            if key not in value and "default" in child_schema:
-                value[key] = copy.deepcopy(child_schema["default"])
-            if key in value:
-                value[key] = apply_defaults(value[key], child_schema)
-        extra = schema.get("additionalProperties")
-        if isinstance(extra, dict):
-            for key in value:
-                if key not in props:
-                    value[key] = apply_defaults(value[key], extra)
-    elif isinstance(value, list):
-        return [apply_defaults(v, schema.get("items")) for v in value]
-    return value
-
-
-@lru_cache(maxsize=64)
-def _validator(schema_json: str) -> jsonschema.Draft4Validator:
-    return jsonschema.Draft4Validator(json.loads(schema_json))
-
-
-def _schema_causes(obj: dict[str, Any], schema: dict[str, Any]) -> list[Cause]:
-    body_schema = {k: v for k, v in schema.items()}
-    props = dict(body_schema.get("properties") or {})
-    props.pop("metadata", None)
-    body_schema["properties"] = props
-    validator = _validator(json.dumps(body_schema, sort_keys=True))
-    causes: list[Cause] = []
-    for error in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
-        path = field_path(error.absolute_path)
-        if error.validator == "required":
-            missing = [
-                p
-                for p in error.validator_value
-                if isinstance(error.instance, dict) and p not in error.instance
-            ]
-            for prop in missing:
-                causes.append(
-                    _cause("FieldValueRequired", field_path([*error.absolute_path, prop]), "Required value")
-                )
-            continue
-        shown = _go_value(error.instance)
-        if error.validator == "type":
-            message = (
-                f"Invalid value: {shown}: {path} in body must be of type {error.validator_value}: {shown}"
-            )
-            causes.append(_cause("FieldValueTypeInvalid", path, message))
-        elif error.validator == "enum":
-            supported = ", ".join(_go_value(v) for v in error.validator_value)
-            causes.append(
-                _cause(
-                    "FieldValueNotSupported",
-                    path,
-                    f"Unsupported value: {shown}: supported values: {supported}",
-                )
-            )
-        elif error.validator == "maxLength":
-            causes.append(
-                _cause(
-                    "FieldValueTooLong", path, f"Too long: may not be more than {error.validator_value} bytes"
-                )
-            )
-        elif error.validator == "maxItems":
-            causes.append(
-                _cause(
-                    "FieldValueTooMany",
-                    path,
-                    f"Too many: {len(error.instance)}: must have at most {error.validator_value} items",
-                )
-            )
-        else:
-            detail = {
-                "pattern": f"{path} in body should match '{error.validator_value}'",
-                "minimum": f"{path} in body should be greater than or equal to {error.validator_value}",
-                "maximum": f"{path} in body should be less than or equal to {error.validator_value}",
-                "minLength": f"{path} in body should be at least {error.validator_value} chars long",
-                "minItems": f"{path} in body should have at least {error.validator_value} items",
-            }.get(str(error.validator), error.message)
-            causes.append(_cause("FieldValueInvalid", path, f"Invalid value: {shown}: {detail}"))
-    return causes
-
-
-def prepare_custom(rt: ResourceType, obj: dict[str, Any], *, strict: bool = False) -> dict[str, Any]:
-    """Decode a custom resource as the server does: drop nulls, prune unknown fields, default.
-
-    With `strict` (kubectl's default `fieldValidation=Strict`) unknown fields are a 400 instead.
-    """
-    schema = rt.schema
-    if schema is None:
-        return obj
-    obj = _drop_nulls(obj, schema)
-    if strict:
-        unknown = unknown_fields(obj, schema, root=True)
-        if unknown:
-            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
-            raise ApiError(
-                400,
-                "BadRequest",
-                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: '
-                f"strict decoding error: {listed}",
-                details={},
-            )
-    obj = prune(obj, schema, root=True)
-    return apply_defaults(obj, schema)
-
-
 # -- metadata and built-in kinds -----------------------------------------------------------------
 def _name_causes(rt: ResourceType, meta: dict[str, Any]) -> list[Cause]:
     name = meta.get("name")
     if not name:
         return [
-            _cause("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")
+            cause("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")
         ]
     if rt.plural == "services" and not _DNS1035_LABEL.match(name):
         return [
-            _cause(
+            cause(
                 "FieldValueInvalid",
                 "metadata.name",
                 f'Invalid value: "{name}": {DNS1035_HELP}',
@@ -269,7 +61,7 @@ def _name_causes(rt: ResourceType, meta: dict[str, Any]) -> list[Cause]:
         ]
     if rt.plural == "namespaces" and not _DNS1123_LABEL.match(name):
         return [
-            _cause(
+            cause(
                 "FieldValueInvalid",
                 "metadata.name",
                 f'Invalid value: "{name}": {DNS1123_LABEL_HELP}',
@@ -279,10 +71,10 @@ def _name_causes(rt: ResourceType, meta: dict[str, Any]) -> list[Cause]:
         bad = next((part for part in ("/", "%") if part in name), None)
         if bad is not None or name in (".", ".."):
             why = f"may not contain '{bad}'" if bad else f"may not be '{name}'"
-            return [_cause("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {why}')]
+            return [cause("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {why}')]
     elif not _DNS1123_SUBDOMAIN.match(name) or len(name) > 253:
         return [
-            _cause(
+            cause(
                 "FieldValueInvalid",
                 "metadata.name",
                 f'Invalid value: "{name}": {DNS1123_SUBDOMAIN_HELP}',
@@ -296,10 +88,10 @@ def _name_causes(rt: ResourceType, meta: dict[str, Any]) -> list[Cause]:
             or not re.match(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$", value)
         ):
             causes.append(
-                _cause(
+                cause(
                     "FieldValueInvalid",
                     "metadata.labels",
-                    f"Invalid value: {_go_value(value)}: {LABEL_VALUE_HELP} (label {key})",
+                    f"Invalid value: {go_value(value)}: {LABEL_VALUE_HELP} (label {key})",
                 )
             )
     return causes
@@ -308,13 +100,13 @@ def _name_causes(rt: ResourceType, meta: dict[str, Any]) -> list[Cause]:
 def _containers_causes(spec: dict[str, Any], prefix: str) -> list[Cause]:
     containers = spec.get("containers")
     if not containers:
-        return [_cause("FieldValueRequired", f"{prefix}.containers", "Required value")]
+        return [cause("FieldValueRequired", f"{prefix}.containers", "Required value")]
     causes = []
     for index, container in enumerate(containers):
         for key in ("name", "image"):
             if not container.get(key):
                 causes.append(
-                    _cause("FieldValueRequired", f"{prefix}.containers[{index}].{key}", "Required value")
+                    cause("FieldValueRequired", f"{prefix}.containers[{index}].{key}", "Required value")
                 )
     return causes
 
@@ -330,23 +122,23 @@ def _builtin_causes(rt: ResourceType, obj: dict[str, Any]) -> list[Cause]:
         replicas = spec.get("replicas", 1)
         if not isinstance(replicas, int) or replicas < 0:
             causes.append(
-                _cause(
+                cause(
                     "FieldValueInvalid",
                     "spec.replicas",
-                    f"Invalid value: {_go_value(replicas)}: must be greater than or equal to 0",
+                    f"Invalid value: {go_value(replicas)}: must be greater than or equal to 0",
                 )
             )
         selector = spec.get("selector")
         if not selector:
-            causes.append(_cause("FieldValueRequired", "spec.selector", "Required value"))
+            causes.append(cause("FieldValueRequired", "spec.selector", "Required value"))
         template = spec.get("template") or {}
         labels = (template.get("metadata") or {}).get("labels") or {}
         if selector and not labels_match(selector_from_match_labels(selector), labels):
             causes.append(
-                _cause(
+                cause(
                     "FieldValueInvalid",
                     "spec.template.metadata.labels",
-                    f"Invalid value: {_go_value(labels)}: `selector` does not match template `labels`",
+                    f"Invalid value: {go_value(labels)}: `selector` does not match template `labels`",
                 )
             )
         causes += _containers_causes(template.get("spec") or {}, "spec.template.spec")
@@ -355,7 +147,7 @@ def _builtin_causes(rt: ResourceType, obj: dict[str, Any]) -> list[Cause]:
         return hpa_causes(spec)
     headless = spec.get("clusterIP") == "None" or spec.get("type") == "ExternalName"
     if rt.plural == "services" and not spec.get("ports") and not headless:
-        return [_cause("FieldValueRequired", "spec.ports", "Required value")]
+        return [cause("FieldValueRequired", "spec.ports", "Required value")]
     return []
 
 
@@ -364,7 +156,7 @@ def validate(rt: ResourceType, obj: dict[str, Any]) -> None:
     meta = obj.get("metadata") or {}
     causes = _name_causes(rt, meta)
     if rt.custom and rt.schema is not None:
-        causes += _schema_causes(obj, rt.schema)
+        causes += schema_causes(obj, rt.schema)
         if not causes:
             causes += cel_causes(rt.schema, obj)
     elif not rt.custom:
@@ -395,7 +187,7 @@ def validate_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) 
         bound = old_spec.get("nodeName")
         if _pod_spec_without_mutable(old_spec, bound) != _pod_spec_without_mutable(new_spec, bound):
             causes.append(
-                _cause(
+                cause(
                     "FieldValueForbidden",
                     "spec",
                     "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
@@ -406,10 +198,10 @@ def validate_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) 
             )
     elif rt.plural in ("deployments", "replicasets") and old_spec.get("selector") != new_spec.get("selector"):
         causes.append(
-            _cause(
+            cause(
                 "FieldValueInvalid",
                 "spec.selector",
-                f"Invalid value: {_go_value(new_spec.get('selector'))}: field is immutable",
+                f"Invalid value: {go_value(new_spec.get('selector'))}: field is immutable",
             )
         )
     elif (
@@ -418,10 +210,10 @@ def validate_update(rt: ResourceType, old: dict[str, Any], new: dict[str, Any]) 
         and new_spec.get("clusterIP") not in (None, "", old_spec["clusterIP"])
     ):
         causes.append(
-            _cause(
+            cause(
                 "FieldValueInvalid",
                 "spec.clusterIPs[0]",
-                f"Invalid value: {_go_value(new_spec.get('clusterIP'))}: may not change once set",
+                f"Invalid value: {go_value(new_spec.get('clusterIP'))}: may not change once set",
             )
         )
     if rt.custom and rt.schema is not None:
