@@ -87,3 +87,21 @@ def test_the_router_increments_are_stored_series():
     points = dict(snapshot_points(snapshot))
     assert points["router.match_attempts"] == 12.0 and points["router.match_misses"] == 3.0
     assert is_valid_series_name("router.match_attempts") and not is_valid_series_name("router.other")
+
+
+def test_an_address_without_a_pod_is_read_through_the_services_proxy():
+    from kube.proxy import ProxyTransport
+    from telemetry.assemble import PodTarget
+    from telemetry.router import ServiceProxyTransport
+
+    proxy = ProxyTransport("https://api.example:6443/", {"Authorization": "Bearer t"}, None)
+    transport = ServiceProxyTransport("kthena-system", "kthena-router-metrics", proxy)
+    target = PodTarget("10.0.0.6", "router", "10.0.0.6", 9090, True, "Running")
+    assert transport.url(target, "metrics") == (
+        "https://api.example:6443/api/v1/namespaces/kthena-system/services/kthena-router-metrics:9090/proxy/metrics"
+    )
+    assert transport.headers == {"Authorization": "Bearer t"} and transport.kind == "proxy"
+    assert transport.failure(403, "", "u") == (
+        "metrics source proxy: 403 from API server, grant get on services/proxy "
+        "(apiGroups: [''], resources: ['services/proxy'], verbs: ['get'])"
+    )
