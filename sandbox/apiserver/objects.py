@@ -3,7 +3,8 @@
 uid, one global resourceVersion, generation (bumped when anything outside metadata and status
 changes), creationTimestamp, namespace checks, status-subresource separation, optimistic
 concurrency, managedFields, graceful pod deletion, finalizers, and owner-reference garbage
-collection.
+collection. The checks every write makes first are in `write_checks`, a PATCH body's application in
+`patch`.
 """
 
 from __future__ import annotations
@@ -19,15 +20,8 @@ import yaml
 from sandbox.apiserver import collector, ssa
 from sandbox.apiserver import patch as patching
 from sandbox.apiserver.crd_schema import prepare_custom
-from sandbox.apiserver.defaults import apply_builtin_defaults, carry_allocated
-from sandbox.apiserver.errors import (
-    ApiError,
-    already_exists,
-    bad_request,
-    conflict,
-    not_found,
-    unsupported_media_type,
-)
+from sandbox.apiserver.defaults import carry_allocated
+from sandbox.apiserver.errors import already_exists, bad_request, conflict, not_found
 from sandbox.apiserver.meta import (
     comparable,
     decode_json,
@@ -46,6 +40,7 @@ from sandbox.apiserver.selectors import (
 )
 from sandbox.apiserver.storage import Store
 from sandbox.apiserver.validation import validate, validate_update
+from sandbox.apiserver.write_checks import check_identity, check_namespace, check_rv, decode
 
 __all__ = ["Api", "get_by_path", "now_iso", "set_by_path"]
 
@@ -90,55 +85,6 @@ class Api:
             if labels_match(labels, obj["metadata"].get("labels")) and fields_match(fields, obj)
         ]
 
-    # -- checks -------------------------------------------------------------------------------
-    def _check_namespace(self, rt: ResourceType, namespace: str, creating: bool) -> None:
-        if not rt.namespaced:
-            return
-        ns = self.store.peek("", "namespaces", "", namespace)
-        if ns is None:
-            raise not_found("namespaces", "", namespace)
-        if creating and ns.get("status", {}).get("phase") == "Terminating":
-            raise ApiError(
-                403,
-                "Forbidden",
-                f'{rt.plural} "" is forbidden: unable to create new content in namespace {namespace} '
-                "because it is being terminated",
-                details={"name": "", "kind": rt.plural},
-            )
-
-    def _check_identity(self, rt: ResourceType, body: dict[str, Any], namespace: str) -> None:
-        if not isinstance(body, dict):
-            raise bad_request("the body of the request must be a JSON or YAML object")
-        kind = body.get("kind")
-        api_version = body.get("apiVersion")
-        if api_version and api_version != rt.api_version:
-            raise bad_request(
-                f"the API version in the data ({api_version}) does not match the expected API version "
-                f"({rt.api_version})"
-            )
-        if kind and kind != rt.kind:
-            raise bad_request(f"kind {kind} does not match the expected kind {rt.kind}")
-        meta = body.setdefault("metadata", {})
-        if not isinstance(meta, dict):
-            raise bad_request("metadata must be an object")
-        if rt.namespaced:
-            if meta.get("namespace") and meta["namespace"] != namespace:
-                raise bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request"
-                )
-            meta["namespace"] = namespace
-        else:
-            meta.pop("namespace", None)
-
-    def _decode(self, rt: ResourceType, obj: dict[str, Any], strict: bool = False) -> dict[str, Any]:
-        obj["kind"] = rt.kind
-        obj["apiVersion"] = rt.api_version
-        if rt.custom:
-            obj = prepare_custom(rt, obj, strict=strict)
-        else:
-            apply_builtin_defaults(rt.plural, obj)
-        return obj
-
     # -- create -------------------------------------------------------------------------------
     def create(
         self,
@@ -152,8 +98,8 @@ class Api:
         strict: bool = False,
     ) -> dict[str, Any]:
         body = copy.deepcopy(body)
-        self._check_identity(rt, body, namespace)
-        self._check_namespace(rt, namespace, creating=True)
+        check_identity(rt, body, namespace)
+        check_namespace(self.store, rt, namespace, creating=True)
         meta = body["metadata"]
         if not meta.get("name") and meta.get("generateName"):
             suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
@@ -162,7 +108,7 @@ class Api:
             meta.pop(key, None)
         if rt.status and rt.plural not in KEEP_STATUS_ON_CREATE:
             body.pop("status", None)
-        body = self._decode(rt, body, strict)
+        body = decode(rt, body, strict)
         validate(rt, body)
         for admit in self.admission:
             admit(rt, body)
@@ -217,7 +163,7 @@ class Api:
         elif rt.status and rt.plural not in ("namespaces",):
             new.pop("status", None)
         if subresource != "status":
-            new = self._decode(rt, new, strict)
+            new = decode(rt, new, strict)
             carry_allocated(rt.plural, old, new)
             validate(rt, new)
             for admit in self.admission:
@@ -253,20 +199,15 @@ class Api:
         strict: bool = False,
     ) -> dict[str, Any]:
         body = copy.deepcopy(body)
-        self._check_identity(rt, body, namespace)
+        check_identity(rt, body, namespace)
         if body["metadata"].get("name") != name:
             given = body["metadata"].get("name")
             raise bad_request(f"the name of the object ({given}) does not match the name on the URL ({name})")
         old = self.get(rt, namespace, name)
-        self._check_rv(rt, old, body)
+        check_rv(rt, old, body)
         return self.commit_update(
             rt, old, body, manager=manager, subresource=subresource, dry_run=dry_run, strict=strict
         )
-
-    def _check_rv(self, rt: ResourceType, old: dict[str, Any], body: dict[str, Any]) -> None:
-        rv = (body.get("metadata") or {}).get("resourceVersion")
-        if rv and rv != old["metadata"]["resourceVersion"]:
-            raise conflict(rt.plural, rt.group, old["metadata"]["name"])
 
     def patch(
         self,
@@ -295,23 +236,8 @@ class Api:
                 rt, namespace, name, body, manager=manager, force=force, dry_run=dry_run, strict=strict
             )
         old = self.get(rt, namespace, name)
-        if content_type == "application/json-patch+json":
-            new = patching.json_patch(old, body)
-        elif content_type == "application/merge-patch+json":
-            new = patching.merge_patch(old, body)
-        elif content_type == "application/strategic-merge-patch+json":
-            if rt.custom:
-                raise ApiError(
-                    415,
-                    "UnsupportedMediaType",
-                    "strategic merge patch is not supported for custom resources; use --type=merge",
-                )
-            new = patching.strategic_merge_patch(old, body)
-        else:
-            raise unsupported_media_type(content_type)
-        if not isinstance(new, dict):
-            raise bad_request("the patch did not produce an object")
-        self._check_rv(rt, old, new)
+        new = patching.patched(rt, old, content_type, body)
+        check_rv(rt, old, new)
         result = self.commit_update(
             rt,
             old,
@@ -338,7 +264,7 @@ class Api:
         if not isinstance(config, dict):
             raise bad_request("the applied configuration must be an object")
         config = copy.deepcopy(config)
-        self._check_identity(rt, config, namespace)
+        check_identity(rt, config, namespace)
         meta = config["metadata"]
         if meta.get("name") and meta["name"] != name:
             raise bad_request(
@@ -355,7 +281,7 @@ class Api:
             return 201, self.create(
                 rt, namespace, created_body, manager=manager, apply_manager=manager, dry_run=dry_run
             )
-        self._check_rv(rt, old, config)
+        check_rv(rt, old, config)
         new = ssa.apply(old, config, manager, rt.api_version, force=force)
         return 200, self.commit_update(rt, old, new, manager=None, dry_run=dry_run)
 

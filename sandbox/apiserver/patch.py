@@ -4,7 +4,8 @@ Strategic merge patch here: maps merge recursively like a merge patch; lists of 
 merged by their merge key when both sides carry it (`name`, `containerPort`, `mountPath`,
 `type`, `ip`, `devicePath`, `port`); every other list is replaced. The directives kubectl sends
 (`$patch: delete|replace`, `$setElementOrder/...`, `$retainKeys`, `$deleteFromPrimitiveList/...`)
-are honoured or dropped so they never leak into stored objects.
+are honoured or dropped so they never leak into stored objects. `patched` applies a PATCH request's
+body by its content type.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 
 import jsonpatch
 
-from sandbox.apiserver.errors import ApiError
+from sandbox.apiserver.errors import ApiError, bad_request, unsupported_media_type
+from sandbox.apiserver.resources import ResourceType
 
 MERGE_KEYS = ("name", "containerPort", "mountPath", "type", "ip", "devicePath", "port")
 
@@ -107,3 +109,25 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merged
     return result
+
+
+def patched(rt: ResourceType, old: dict[str, Any], content_type: str, body: Any) -> dict[str, Any]:
+    """`old` with a PATCH request's body applied as its content type says (415 for any other type,
+    and for a strategic merge patch of a custom resource)."""
+    if content_type == "application/json-patch+json":
+        new = json_patch(old, body)
+    elif content_type == "application/merge-patch+json":
+        new = merge_patch(old, body)
+    elif content_type == "application/strategic-merge-patch+json":
+        if rt.custom:
+            raise ApiError(
+                415,
+                "UnsupportedMediaType",
+                "strategic merge patch is not supported for custom resources; use --type=merge",
+            )
+        new = strategic_merge_patch(old, body)
+    else:
+        raise unsupported_media_type(content_type)
+    if not isinstance(new, dict):
+        raise bad_request("the patch did not produce an object")
+    return new
