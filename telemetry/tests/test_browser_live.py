@@ -189,6 +189,14 @@ def test_live_page_shows_rising_hit_rate_then_a_red_link_explained_and_stale_whe
             row = page.inner_text(f'#telemetry-live [data-pods] tr[data-pod="{decode.name}"]')
             assert "Ready" in row
             page.screenshot(path=str(SHOTS / "telemetry-topology-link-down.png"), full_page=True)
+            # On a phone, with the live graph, the links table and the events filled, the page is the
+            # screen's width (the links table scrolls inside its card).
+            page.set_viewport_size({"width": 390, "height": 844})
+            page.wait_for_timeout(300)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390
+            page.locator("#telemetry-live [data-links]").scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / "telemetry-topology-live-390.png"))
+            page.set_viewport_size({"width": 1440, "height": 1000})
 
             page.goto(f"{base}/")
             page.wait_for_selector(f'#overview-table tr[data-topology-id="{topology.pk}"]')
