@@ -8,6 +8,7 @@ of the test's own), every call under ``timeout``. The clients are installed once
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
@@ -140,6 +141,25 @@ def assistant(scripted_gateway, clients, tmp_path) -> Iterator[Assistant]:  # no
     world = Assistant(home=home, work=work, gateway=scripted_gateway, snippets={"__model__": MODEL})
     world.snippets = {**world.snippets_for(scripted_gateway.secret), "__model__": MODEL}
     yield world
+    _end_left_behind(home)
+
+
+def _end_left_behind(home: Path) -> None:
+    """End what a client left running after its command returned (the Cline CLI starts a hub daemon that
+    detaches and outlives it): every process whose HOME is this test's."""
+    import signal
+
+    mark = f"HOME={home}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone, or not ours to read
+        if mark in environ.split(b"\0"):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 def records(gateway: Any, count: int) -> list[Any]:
