@@ -51,7 +51,7 @@ def _verify(topology, actor):
     return run, run.results[0]
 
 
-def test_the_pd_check_passes_on_a_travelling_kv_and_fails_naming_a_silent_recompute(
+def test_the_pd_check_passes_on_a_travelling_kv_and_fails_naming_a_silent_recompute_and_expired_kv(
     transactional_db,
     deployed,  # noqa: F811
     admin_user,
@@ -72,8 +72,24 @@ def test_the_pd_check_passes_on_a_travelling_kv_and_fails_naming_a_silent_recomp
         finally:
             for pod in decodes:
                 requests.delete(f"{base_url(pod)}/sandbox/faults", timeout=5)
+        assert run.state == "failed" and not pd["passed"], pd
+        assert "silent prefill recompute" in pd["summary"], pd
+        assert "decode_recompute" in pd["figures"]["problems"], pd
+        diagnosis = " ".join(pd["diagnosis"])
+        assert "decode recomputed" in diagnosis and "kv_transfer_config" in diagnosis, diagnosis
+
+        # KV that expires on the prefill before the decode pulls it. This pair moves KV over Mooncake, which
+        # counts no expiry (vllm:nixl_num_kv_expired_reqs is NIXL's; telemetry/tests/test_datapath.py names
+        # it from there): what shows is the decode's failed pulls, with no request failing, and its recompute.
+        prefills = pods_by_role(conn, topology)["prefill"]
+        for pod in prefills:
+            fault = {"kind": "kv_expire"}
+            requests.post(f"{base_url(pod)}/sandbox/faults", json=fault, timeout=5).raise_for_status()
+        try:
+            run, pd = _verify(topology, admin_user)
+        finally:
+            for pod in prefills:
+                requests.delete(f"{base_url(pod)}/sandbox/faults", timeout=5)
     assert run.state == "failed" and not pd["passed"], pd
-    assert "silent prefill recompute" in pd["summary"], pd
-    assert "decode_recompute" in pd["figures"]["problems"], pd
-    diagnosis = " ".join(pd["diagnosis"])
-    assert "decode recomputed" in diagnosis and "kv_transfer_config" in diagnosis, diagnosis
+    assert {"silent_transfer_failures", "decode_recompute"} <= set(pd["figures"]["problems"]), pd
+    assert "KV transfers failing silently" in pd["summary"], pd
