@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-
-def _cause(reason: str, field: str, message: str) -> dict[str, str]:
-    return {"reason": reason, "message": message, "field": field}
+from sandbox.apiserver.causes import cause as _cause
 
 
 def hpa_causes(spec: dict[str, Any]) -> list[dict[str, str]]:

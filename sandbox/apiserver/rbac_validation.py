@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-Cause = dict[str, str]
+from sandbox.apiserver.causes import Cause
+from sandbox.apiserver.causes import cause as _cause
+
 GROUP = "rbac.authorization.k8s.io"
 SUBJECT_KINDS = ("ServiceAccount", "User", "Group")
-
-
-def _cause(reason: str, field: str, message: str) -> Cause:
-    return {"reason": reason, "message": message, "field": field}
 
 
 def _strings(value: Any) -> bool:
