@@ -35,6 +35,15 @@ class Params:
     # With in-place switches, a breach the demand says a move at the budget meets takes that move's donors
     # out of routing at its first interval, so they drain while the breach is confirmed (``staging``).
     stage_ahead: bool = True
+    # The forecast (rebalancing.forecast): a smoothed demand per role moves the split before a breach
+    # holds, with hysteresis (``forecast_intervals`` in a row, never reversing a move within
+    # ``flap_window_seconds``) and only for a gain of at least ``forecast_gain``.
+    forecast_split: bool = True
+    forecast_alpha: float = 0.3  # weight of the newest interval in the smoothed demand and its trend
+    forecast_horizon_seconds: float = 30.0  # how far ahead the trend is projected
+    forecast_warmup: int = 6  # intervals of demand before the forecast may move
+    forecast_intervals: int = 2  # intervals in a row the same direction is wanted before it moves
+    forecast_gain: float = 0.1  # the least drop in the busier role's utilization (relative to target)
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,15 @@ class State:
     staged_prefill: int = 0
     staged_decode: int = 0
     staged_ts: float | None = None
+    # The forecast's smoothed demand (tokens/s), its trend (tokens/s per second), the intervals folded in,
+    # and the direction it wanted lately and for how many intervals in a row (rebalancing.forecast).
+    forecast_prefill_tps: float = 0.0
+    forecast_decode_tps: float = 0.0
+    forecast_prefill_trend: float = 0.0
+    forecast_decode_trend: float = 0.0
+    forecast_samples: int = 0
+    forecast_role: str = ""
+    forecast_streak: int = 0
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -152,6 +170,13 @@ class State:
             "staged_prefill": self.staged_prefill,
             "staged_decode": self.staged_decode,
             "staged_ts": self.staged_ts,
+            "forecast_prefill_tps": self.forecast_prefill_tps,
+            "forecast_decode_tps": self.forecast_decode_tps,
+            "forecast_prefill_trend": self.forecast_prefill_trend,
+            "forecast_decode_trend": self.forecast_decode_trend,
+            "forecast_samples": self.forecast_samples,
+            "forecast_role": self.forecast_role,
+            "forecast_streak": self.forecast_streak,
         }
 
     @classmethod
@@ -189,6 +214,13 @@ class State:
             staged_prefill=int(num("staged_prefill", 0)),
             staged_decode=int(num("staged_decode", 0)),
             staged_ts=optional("staged_ts"),
+            forecast_prefill_tps=max(0.0, num("forecast_prefill_tps", 0.0)),
+            forecast_decode_tps=max(0.0, num("forecast_decode_tps", 0.0)),
+            forecast_prefill_trend=num("forecast_prefill_trend", 0.0),
+            forecast_decode_trend=num("forecast_decode_trend", 0.0),
+            forecast_samples=max(0, int(num("forecast_samples", 0))),
+            forecast_role=role if (role := data.get("forecast_role")) in ROLES else "",
+            forecast_streak=max(0, int(num("forecast_streak", 0))),
         )
 
 

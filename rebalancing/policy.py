@@ -35,16 +35,30 @@ Rules, in order (the first that applies wins):
    current split already meets, so the planner holds instead of moving again.
 6. ``both_breached``: both roles breach: at the budget nothing can be moved without hurting the
    other; below it the more breached role grows.
-7. ``idle_release`` (only with ``release_idle``): a role far below its SLO for ``idle_intervals``
+7. ``forecast_split`` (with ``forecast_split``, the default): no breach has held, but the demand
+   forecast says the split will not serve it. Every free interval (in cooldown too) each role's demand
+   (served + backlog, as ``demand_split`` reads it) is folded into a smoothed level and trend kept in
+   the ``State`` (``rebalancing.forecast``, Holt's smoothing with ``forecast_alpha``; a rising trend is
+   projected ``forecast_horizon_seconds`` ahead, a falling one is not). With the grown role's capacity
+   measured or configured, the split of the same accelerators nearest the current one at which both
+   roles run at most at ``target_utilization`` of the forecast is taken, as far as the donor holds no
+   queue, is under no pressure and keeps ``donor_keeps`` (fewer instances when the whole way is
+   refused). Hysteresis: only after ``forecast_warmup`` intervals of forecast, when the same direction
+   was wanted ``forecast_intervals`` intervals in a row, never reversing a move within
+   ``flap_window_seconds``, and only when the busier role's forecast utilization (relative to the
+   target) falls by at least ``forecast_gain``. Its explanation gives the forecast (level and trend),
+   the capacities (measured, or a lower bound) and both roles' utilizations before and after.
+   A breach building but not yet held (``breach_pending``) is judged by this rule first.
+8. ``idle_release`` (only with ``release_idle``): a role far below its SLO for ``idle_intervals``
    gives back one instance if the rest keep ``idle_headroom``.
-8. ``steady``: nothing to do.
+9. ``steady``: nothing to do.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from rebalancing import demand, demand_rules, staging
+from rebalancing import demand, demand_rules, forecast, staging
 from rebalancing.inputs import OTHER, ROLES, Limits, Observation, Params, State, split_problem
 from rebalancing.verdicts import Verdict, breach_text, donor_floor, hold, ms, queued
 
@@ -223,6 +237,11 @@ def _judge(
     )
     if obs.busy:
         return hold(obs, "busy", f"no move while {obs.busy}"), state, None
+    # Demand and capacities, once per interval (the breach rules size and check their moves by them, the
+    # forecast smooths it, in cooldown too).
+    load = demand.demand(obs, params, state, queued_before)
+    if params.forecast_split:
+        state = forecast.observe(state, load, params)
     if state.last_move_ts is not None:
         wait = cooldown_for(params, state)
         age = obs.ts - state.last_move_ts
@@ -233,8 +252,6 @@ def _judge(
                 None,
             )
     needed = _needed(obs, params, state)
-    # Demand and capacities, once per interval (the breach rules size and check their moves by them).
-    load = demand.demand(obs, params, state, queued_before)
     verdict, state = _rules(obs, params, limits, state, load, queued_before, needed)
     return verdict, state, load
 
@@ -289,6 +306,11 @@ def _rules(
         return _grow(obs, "prefill", state.ttft_streak, params, limits, load), state
     if tbt_on:
         return _grow(obs, "decode", state.tbt_streak, params, limits, load), state
+    if params.forecast_split:
+        pressure = {"prefill": state.ttft_streak > 0, "decode": state.tbt_streak > 0}
+        early, state = forecast.move(obs, params, limits, state, load, pressure)
+        if early is not None:
+            return early, state
     if state.ttft_streak or state.tbt_streak:
         role = "prefill" if state.ttft_streak else "decode"
         streak = max(state.ttft_streak, state.tbt_streak)
@@ -334,4 +356,6 @@ def after_move(state: State, verdict: Verdict, ts: float, seconds: float) -> Sta
         ttft_streak=0,
         tbt_streak=0,
         idle_streak=0,
+        forecast_role="",
+        forecast_streak=0,
     )

@@ -55,8 +55,13 @@ PARAM_LIMITS: dict[str, tuple[float, float]] = {
     "drain_seconds": (1, 3600),
     "target_utilization": (0.1, 1.0),
     "donor_keeps": (1, 1000),
+    "forecast_alpha": (0.01, 1.0),
+    "forecast_horizon_seconds": (0, 3600),
+    "forecast_warmup": (1, 1000),
+    "forecast_intervals": (1, 100),
+    "forecast_gain": (0, 10),
 }
-BOOL_PARAMS = ("release_idle", "demand_split", "stage_ahead")
+BOOL_PARAMS = ("release_idle", "demand_split", "stage_ahead", "forecast_split")
 TICK_LEASE_SECONDS = 120  # longer than any tick's API calls; a crashed tick's planner ticks again after
 
 
