@@ -125,12 +125,24 @@ def test_it_does_not_reverse_a_recent_move():
     assert verdicts[-1].rule == "forecast_split" and verdicts[-1].action == "move_to_prefill"
 
 
-def test_a_donor_under_pressure_or_with_a_queue_gives_nothing():
-    # Decode's KV cache is nearly full (TBT pressure): no decode leaves for prefill.
-    verdicts, _ = run([load(5.0 * (i + 1), decode_kv_usage=0.95) for i in range(8)])
-    assert not any(v.rule == "forecast_split" for v in verdicts)
+def test_a_donor_under_pressure_gives_nothing():
+    # Decode misses its TBT target every other interval (never held): no decode leaves for prefill.
+    flapping = [load(5.0 * (i + 1), tbt_p95_ms=60.0 if i % 2 else 30.0) for i in range(10)]
+    verdicts, _ = run(flapping)
+    assert not any(v.acts for v in verdicts), [v.explanation for v in verdicts if v.acts]
+
+
+def test_a_donor_with_a_queue_gives_nothing():
     verdicts, _ = run([load(5.0 * (i + 1), decode_waiting=12.0) for i in range(8)])
-    assert not any(v.rule == "forecast_split" for v in verdicts)
+    assert not any(v.acts for v in verdicts)
+
+
+def test_a_decode_donor_whose_kv_would_fill_on_fewer_instances_gives_nothing():
+    # 80 % KV on four decodes (not pressure yet) would be 107 % on three.
+    verdicts, _ = run([load(5.0 * (i + 1), decode_kv_usage=0.8) for i in range(8)])
+    assert not any(v.acts for v in verdicts)
+    verdicts, _ = run([load(5.0 * (i + 1), decode_kv_usage=0.6) for i in range(8)])
+    assert any(v.rule == "forecast_split" for v in verdicts)
 
 
 def test_without_capacities_the_forecast_does_not_move():
