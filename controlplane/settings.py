@@ -91,6 +91,10 @@ if "/" not in KTHENA_ROUTER_METRICS_SERVICE:
 GATEWAY_DISCOVERY_SECONDS = env_int("GATEWAY_DISCOVERY_SECONDS", 30, minimum=5)
 # The gateway refuses request bodies larger than this (413).
 GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_MB", 16, minimum=1) * 1024 * 1024
+# The gateway's bulkhead (gateway.bulkhead): at most this many requests of one gateway process wait for
+# the first byte of one cluster (serving endpoint) at once; the next go to the fallback at once, or get
+# a 503 naming the cap. 0: no cap.
+GATEWAY_CLUSTER_MAX_WAITING = env_int("GATEWAY_CLUSTER_MAX_WAITING", 128, minimum=0)
 # Failed key authentications per source address and minute before that address is refused outright.
 API_KEY_FAILURE_LIMIT = env_int("API_KEY_FAILURE_LIMIT", 60, minimum=1)
 

@@ -21,6 +21,7 @@ import aiohttp
 from gateway import upstream
 from gateway.bodies import read_whole
 from gateway.breaker import Breaker
+from gateway.bulkhead import bulkhead_for
 from gateway.errors import GatewayError
 from gateway.outcome import Outcome
 from gateway.recorder import BreakerRecord, recorder
@@ -158,7 +159,29 @@ async def _try_cluster(
 ) -> tuple[aiohttp.ClientResponse | None, Problem]:
     """(the cluster's answer to pass on, or None and why the cluster could not be used).
 
-    The breaker's ticket ends in success or failure here, or is released in `finally` when this is
+    The request waits in the cluster's bulkhead until its first byte is in; a full bulkhead turns it
+    away before the breaker is asked, so it neither counts as a failure nor takes the half-open trial
+    (the requests already waiting tell the breaker how the cluster is)."""
+    bulkhead = None if outcome.probe else bulkhead_for(entry.endpoint)  # a probe always tries
+    if bulkhead is not None and not bulkhead.enter():
+        return None, Problem(f"the cluster {bulkhead.refusal()}")
+    try:
+        return await _ask_cluster(path, request, entry, outcome, raw, breaker, note)
+    finally:
+        if bulkhead is not None:
+            bulkhead.leave()
+
+
+async def _ask_cluster(
+    path: str,
+    request: dict[str, Any],
+    entry: RouteEntry,
+    outcome: Outcome,
+    raw: bytes | None,
+    breaker: Breaker,
+    note: Callable[[RouteEntry, str | None, str], None],
+) -> tuple[aiohttp.ClientResponse | None, Problem]:
+    """The breaker's ticket ends in success or failure here, or is released in `finally` when this is
     left any other way (the client went away and the task was cancelled, an unexpected error)."""
     ticket, changed = breaker.allow(time.monotonic())
     note(entry, changed, "trying the cluster again")
