@@ -48,6 +48,14 @@ def sessions_end_on_commit(user_id: int, session_key: str | None = None) -> None
     transaction.on_commit(lambda: send_now(sessions_group(user_id), {}, event=event))
 
 
+def start() -> None:
+    """Start the sender's loop (its thread) and make the channel layer now, not at the first event: a
+    process whose first event comes at a bad moment (the gateway's first breaker change) calls this
+    at start-up."""
+    get_channel_layer()
+    _sender.loop()
+
+
 def send_now(group: str, message: dict[str, Any], *, event: dict[str, Any] | None = None) -> None:
     """Send to a group immediately; callers outside a transaction (e.g. after a commit) use this.
     ``event`` replaces the ``broadcast.event`` envelope for control messages to consumers."""

@@ -399,12 +399,15 @@ async def _finish(grant: AsyncGrant, outcome: Outcome, path: str, started: float
 
 
 async def lifespan(receive: Receive, send: Send) -> None:
-    """ASGI lifespan: at shutdown, the records not yet written are written (a restart loses none)."""
+    """ASGI lifespan: at start-up, what failing over needs is made (gateway.startup); at shutdown, the
+    records not yet written are written (a restart loses none)."""
+    from gateway import startup
     from gateway.recorder import flush_all
 
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            await startup.prepare()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             await flush_all()

@@ -28,7 +28,8 @@ MAX_DROPPED = 200_000
 _buffers: dict[int, list[GatewayTrace]] = {}
 _dropped: dict[int, list[str]] = {}  # traces not kept, told to the receiver in batches
 _tasks: dict[int, asyncio.Task[None]] = {}
-_background: set[asyncio.Task[Any]] = set()
+_marking: dict[int, list[str]] = {}  # kept traces (slow or failed) not yet marked in Redis, per loop
+_markers: dict[int, asyncio.Task[None]] = {}
 
 
 def note(outcome: Any, *, endpoint: str, latency_ms: float) -> str:
@@ -80,9 +81,7 @@ def note(outcome: Any, *, endpoint: str, latency_ms: float) -> str:
         buffer.append(record)
     _ensure(loop)
     if kept != "head":
-        marking = loop.create_task(sync_to_async(_mark, thread_sensitive=False)(outcome.trace_id))
-        _background.add(marking)
-        marking.add_done_callback(_background.discard)
+        _mark_soon(loop, outcome.trace_id)
     return kept
 
 
@@ -92,14 +91,34 @@ def _ensure(loop: asyncio.AbstractEventLoop) -> None:
         _tasks[id(loop)] = loop.create_task(_run(id(loop)))
 
 
-def _mark(trace_id: str) -> None:
+def _mark_soon(loop: asyncio.AbstractEventLoop, trace_id: str) -> None:
+    _marking.setdefault(id(loop), []).append(trace_id)
+    task = _markers.get(id(loop))
+    if task is None or task.done():
+        _markers[id(loop)] = loop.create_task(_mark_pending(id(loop)))
+
+
+async def _mark_pending(loop_id: int) -> None:
+    """Mark kept traces in Redis as they come, all those kept meanwhile in one round trip: one job in a
+    worker thread at a time, however many requests are kept at once. (A job per trace made a failover,
+    which keeps every request, start threads up to the executor's limit, each with its own
+    connections and malloc arena, kept for the process's life.)"""
+    while _marking.get(loop_id):
+        batch, _marking[loop_id] = _marking[loop_id], []
+        await sync_to_async(_mark, thread_sensitive=False)(batch)
+
+
+def _mark(trace_ids: list[str]) -> None:
     from keys import limits
     from traces.services import kept_key
 
     try:
-        limits.client().set(kept_key(trace_id), b"1", ex=settings.TRACES_KEEP_WINDOW_SECONDS)
+        with limits.client().pipeline(transaction=False) as pipe:
+            for trace_id in trace_ids:
+                pipe.set(kept_key(trace_id), b"1", ex=settings.TRACES_KEEP_WINDOW_SECONDS)
+            pipe.execute()
     except Exception:
-        logger.warning("could not mark trace %s as kept: its engines' spans may be dropped", trace_id)
+        logger.warning("could not mark %d traces kept: their engines' spans may be dropped", len(trace_ids))
 
 
 async def _run(loop_id: int) -> None:
