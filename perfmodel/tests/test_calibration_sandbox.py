@@ -8,17 +8,16 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
 
 import pytest
 from django.conf import settings
 
-import kube
-from kube.labels import TOPOLOGY
 from perfmodel.calibration import NOMINAL
 from perfmodel.selectors import topology_calibration
 from telemetry import services as telemetry_services
+from telemetry.testing import deploy_ready, undeploy
 from telemetry.tests.test_collect_sandbox import router_url
+from topologies.presets import preset_spec
 
 # The engines' configured rates, each well away from the nominal model's.
 RATES = {
@@ -37,16 +36,7 @@ PHASES = ((4.0, 500, 8, 8.0), (2.0, 1000, 8, 8.0), (2.0, 300, 120, 8.0), (6.0, 3
 
 @pytest.fixture
 def deployed(sandbox_cluster, db, operator):  # type: ignore[no-untyped-def]
-    from clusters.selectors import cluster_connection
-    from clusters.services import cluster_register
-    from topologies.presets import preset_spec
-    from topologies.services import topology_create
-
-    cluster = cluster_register(
-        name=f"sbx-{uuid.uuid4().hex[:6]}", server=sandbox_cluster.server, token=sandbox_cluster.token
-    )
-    namespace = f"cal{uuid.uuid4().hex[:8]}"
-    spec = preset_spec("deepseek-ascend-mooncake", namespace=namespace)
+    spec = preset_spec("deepseek-ascend-mooncake")
     for role in ("prefill", "decode"):
         # one engine per pod, so the configured rates are the pod's (TP divides the prefill's time)
         spec["roles"][role].update(tensor_parallel_size=1, data_parallel_size=1, accelerator_count=1)
@@ -54,26 +44,9 @@ def deployed(sandbox_cluster, db, operator):  # type: ignore[no-untyped-def]
             **(spec["roles"][role].get("env") or {}),
             **{k: str(v) for k, v in RATES.items()},
         }
-    topology = topology_create(cluster=cluster, spec=spec, actor=operator)
-    conn = cluster_connection(cluster)
-    kube.apply_objects(conn, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
-    kube.apply_objects(conn, topology.current_revision.manifests)
-    topology.deployed_revision = topology.current_revision
-    topology.save(update_fields=["deployed_revision"])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        pods = [p for p in kube.list_pods(conn, namespace, f"{TOPOLOGY}={topology.pk}") if p.ready]
-        roles = {p.labels.get("tandem.io/role") or p.labels.get("modelserving.volcano.sh/role") for p in pods}
-        if {"prefill", "decode"} <= roles:
-            break
-        time.sleep(0.2)
-    else:
-        pytest.fail("prefill and decode pods not Ready in 60 s")
-    yield topology, router_url(conn, namespace)
-    sandbox_cluster.kubectl(
-        "delete", "modelroutes,modelservers,modelservings,deployments,services", "--all", "-n", namespace,
-        "--wait=false",
-    )  # fmt: skip
+    ready = deploy_ready(sandbox_cluster, operator, prefix="cal", spec=spec)
+    yield ready.topology, router_url(ready.conn, ready.namespace)
+    undeploy(sandbox_cluster, ready.namespace)
 
 
 def _load(url: str, model: str) -> None:

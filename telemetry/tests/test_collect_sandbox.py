@@ -14,48 +14,15 @@ import kube
 from kube.labels import TOPOLOGY
 from telemetry import services
 from telemetry.models import Point, Series
-from telemetry.testing import collect_intervals
+from telemetry.testing import collect_intervals, deploy_ready, undeploy
 
 
 @pytest.fixture
 def deployed(sandbox_cluster, db, operator):
     """A P/D topology applied to the sandbox (prefill + decode Ready), marked deployed."""
-    from clusters.selectors import cluster_connection
-    from clusters.services import cluster_register
-    from topologies.presets import preset_spec
-    from topologies.services import topology_create
-
-    cluster = cluster_register(
-        name=f"sbx-{uuid.uuid4().hex[:6]}", server=sandbox_cluster.server, token=sandbox_cluster.token
-    )
-    namespace = f"tel{uuid.uuid4().hex[:8]}"
-    topology = topology_create(
-        cluster=cluster, spec=preset_spec("deepseek-ascend-mooncake", namespace=namespace), actor=operator
-    )
-    conn = cluster_connection(cluster)
-    kube.apply_objects(conn, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
-    kube.apply_objects(conn, topology.current_revision.manifests)
-    topology.deployed_revision = topology.current_revision
-    topology.save(update_fields=["deployed_revision"])
-    deadline = time.monotonic() + 60
-    pods: list[kube.PodInfo] = []
-    while time.monotonic() < deadline:
-        pods = [p for p in kube.list_pods(conn, namespace, f"{TOPOLOGY}={topology.pk}") if p.ready]
-        roles = {p.labels.get("tandem.io/role") or p.labels.get("modelserving.volcano.sh/role") for p in pods}
-        if {"prefill", "decode"} <= roles:
-            break
-        time.sleep(0.2)
-    else:
-        pytest.fail(f"prefill and decode pods not Ready in 60 s: {pods}")
-    yield topology, conn, namespace
-    sandbox_cluster.kubectl(
-        "delete",
-        "modelroutes,modelservers,modelservings,deployments,services",
-        "--all",
-        "-n",
-        namespace,
-        "--wait=false",
-    )
+    ready = deploy_ready(sandbox_cluster, operator, prefix="tel")
+    yield ready.topology, ready.conn, ready.namespace
+    undeploy(sandbox_cluster, ready.namespace)
 
 
 def pods_by_role(conn, topology):

@@ -4,49 +4,21 @@ falling back from RDMA to TCP (the `kv_transport_fallback` fault) are named on t
 
 from __future__ import annotations
 
-import time
-import uuid
-
 import pytest
 import requests
 
-import kube
-from kube.labels import TOPOLOGY
-from telemetry.testing import collect_intervals
+from telemetry.testing import collect_intervals, deploy_ready, undeploy
 from telemetry.tests.test_collect_sandbox import base_url, collect_until, pods_by_role, router_url, send_long
+from topologies.presets import preset_spec
 
 
 @pytest.fixture
 def mooncake_with_tent(sandbox_cluster, db, operator):
-    from clusters.selectors import cluster_connection
-    from clusters.services import cluster_register
-    from topologies.presets import preset_spec
-    from topologies.services import topology_create
-
-    cluster = cluster_register(
-        name=f"sbx-{uuid.uuid4().hex[:6]}", server=sandbox_cluster.server, token=sandbox_cluster.token
-    )
-    namespace = f"tent{uuid.uuid4().hex[:8]}"
-    spec = preset_spec("deepseek-ascend-mooncake", namespace=namespace)
+    spec = preset_spec("deepseek-ascend-mooncake")
     spec = {**spec, "connector": {**spec["connector"], "transfer_metrics": True}}
-    topology = topology_create(cluster=cluster, spec=spec, actor=operator)
-    conn = cluster_connection(cluster)
-    kube.apply_objects(conn, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}])
-    kube.apply_objects(conn, topology.current_revision.manifests)
-    topology.deployed_revision = topology.current_revision
-    topology.save(update_fields=["deployed_revision"])
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready = [p for p in kube.list_pods(conn, namespace, f"{TOPOLOGY}={topology.pk}") if p.ready]
-        if {"prefill", "decode"} <= {p.labels.get("tandem.io/role") for p in ready}:
-            break
-        time.sleep(0.2)
-    else:
-        pytest.fail("prefill and decode pods not Ready in 60 s")
-    yield topology, conn, namespace
-    sandbox_cluster.kubectl(
-        "delete", "modelroutes,modelservers,modelservings,services", "--all", "-n", namespace, "--wait=false"
-    )
+    ready = deploy_ready(sandbox_cluster, operator, prefix="tent", spec=spec)
+    yield ready.topology, ready.conn, ready.namespace
+    undeploy(sandbox_cluster, ready.namespace)
 
 
 def test_a_transport_fallback_is_named_on_the_topology(mooncake_with_tent):
