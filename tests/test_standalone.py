@@ -1,4 +1,7 @@
-"""`python -m standalone` brings the product up on SQLite + embedded Redis and stops it cleanly."""
+"""`python -m standalone` brings the product up on SQLite + embedded Redis and stops it cleanly; a second
+run on the same state re-applies the demo to its fresh sandbox and survives its children dying (kill -9
+of the embedded Redis and of the worker is reported, each is restarted with back-off, and the demo's
+live telemetry flows again afterwards)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ import pytest
 from standalone.api import TandemApi
 from tests.support import ROOT, free_port
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(360)
 
 
 class Run:
@@ -192,7 +195,34 @@ def _assert_demo_is_live(run: Run, url: str, user: str, password: str) -> None:
     assert latest["totals"]["ttft_p50"] is not None, latest["totals"]
 
 
-def test_standalone_serves_the_login_page_lets_the_admin_in_and_stops_cleanly(tmp_path):
+def _assert_killed_children_are_restarted_and_the_demo_goes_on(run: Run, url: str, password: str) -> None:
+    redis_pid = int(run.wait_for(r"tandem: redis on 127\.0\.0\.1:\d+ \(pid (\d+)\)").group(1))
+    worker_pid = int(run.wait_for(r"worker \(pid (\d+)\)").group(1))
+    os.kill(redis_pid, signal.SIGKILL)
+    run.wait_for(rf"tandem: redis \(pid {redis_pid}\) exited with -9; restarting in 1 s", timeout=10)
+    run.wait_for(rf"tandem: redis restarted \(pid \d+, was {redis_pid}\)", timeout=10)
+    os.kill(worker_pid, signal.SIGKILL)
+    run.wait_for(rf"tandem: worker \(pid {worker_pid}\) exited with -9; restarting in 1 s", timeout=10)
+    run.wait_for(rf"tandem: worker restarted \(pid \d+, was {worker_pid}\)", timeout=10)
+    assert run.proc.poll() is None, "the runner stopped:\n" + run.output
+    assert "tandem: stopped" not in run.output, "children were stopped after a crash"
+
+    api = TandemApi(url)
+    api.login("admin", password)
+    topology = next(t for t in api.get("/api/v1/topologies/")["results"] if t["cluster_name"] == "sandbox")
+    # The restarted worker collects again: a snapshot newer than the restart, with traffic.
+    restarted_at = time.time()
+    deadline = time.monotonic() + 45
+    latest: dict = {}
+    while time.monotonic() < deadline:
+        latest = api.get(f"/api/v1/topologies/{topology['id']}/metrics/latest/")
+        if latest["ts"] > restarted_at + 1 and latest["totals"]["requests_ps"]:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"no fresh telemetry after the restarts: {latest}\n{run.diagnostics()}")
+
+
+def test_standalone_serves_the_login_page_lets_the_admin_in_survives_its_children_and_stops_cleanly(tmp_path):
     state = tmp_path / "var"
     first = Run(state, free_port())
     try:
@@ -228,6 +258,7 @@ def test_standalone_serves_the_login_page_lets_the_admin_in_and_stops_cleanly(tm
         assert second.wait_for(r"password:\s+(\S+)").group(1) == password
         second.wait_for(r"re-applied on the fresh sandbox", timeout=90)
         _assert_demo_is_live(second, url, user, password)
+        _assert_killed_children_are_restarted_and_the_demo_goes_on(second, url, password)
     finally:
         second.terminate()
     assert second.proc.returncode == 0, second.output
