@@ -63,11 +63,12 @@ real-engine: $(RUNTIME_STAMP)
 
 # The suite spends most of its time waiting on real processes (sandbox clusters, servers, workers), so
 # it runs in TEST_WORKERS parallel workers, one test module each at a time (tests/parallel.py gives every
-# worker its own Redis database; pytest-django, its own test database). TEST_WORKERS=0 runs it serially.
+# worker its own Redis database; pytest-django, its own test database), the longest modules first
+# (tests/module_weights.txt) so that both workers end together. TEST_WORKERS=0 runs it serially.
 TEST_WORKERS ?= 2
 unit: $(STAMP)
 	@mkdir -p var/staticfiles var/screenshots
-	$(TEST_ENV) $(BIN)/python -m pytest -p tests.parallel -n $(TEST_WORKERS) --dist loadfile -m "not browser and not real_engine and not assistant" $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -p tests.parallel -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not browser and not real_engine and not assistant" $(PYTEST_ARGS)
 
 # Tests that run real vLLM processes, in one worker after the others: a starting engine takes both
 # cores for a minute, which the suite's real-time tests must not share.
@@ -89,7 +90,7 @@ assistants: $(STAMP) assistant-clients
 # The browser tests wait on sandbox clusters and servers far more than Chromium uses the CPU: two workers.
 browser: $(STAMP)
 	@mkdir -p var/staticfiles var/screenshots
-	$(TEST_ENV) $(BIN)/python -m pytest -p tests.parallel -n $(TEST_WORKERS) --dist loadfile -m browser $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -p tests.parallel -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m browser $(PYTEST_ARGS)
 
 # The machine's part first: PostgreSQL and Redis running, Chromium, kubectl, Prometheus (started or
 # installed; without root it stops with the command to run).

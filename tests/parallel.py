@@ -12,6 +12,7 @@ settings; without xdist it changes nothing.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -40,3 +41,36 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
     )
     # Redis pub/sub ignores the database: the channel layer's groups need a prefix of the worker's own.
     os.environ["CHANNEL_PREFIX"] = f"{os.environ.get('CHANNEL_PREFIX', 'tandem')}-{worker}"
+
+
+# The modules that take longest, heaviest first (seconds of one worker, measured with --durations=0 and
+# summed per module by `python -m tests.module_weights`). xdist's loadfile hands out modules in the
+# order collected (with --no-loadscope-reorder; its default puts modules with the most tests first,
+# which leaves the slowest few-test modules for last and one worker waiting on them). Starting with the
+# longest ones and ending with many short ones lets both workers finish together.
+WEIGHTS = Path(__file__).with_name("module_weights.txt")
+
+
+def module_weights(path: Path = WEIGHTS) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for line in path.read_text().splitlines():
+        seconds, _, module = line.partition(" ")
+        if module and not line.startswith("#"):
+            weights[module.strip()] = float(seconds)
+    return weights
+
+
+def heaviest_first(items: list[pytest.Item], weights: dict[str, float]) -> list[pytest.Item]:
+    """The items with their modules reordered by weight (heaviest first; unlisted modules after, in
+    their own order); the tests of one module keep their order."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    order = sorted(modules, key=lambda module: -weights.get(module, 0.0))  # stable: unlisted keep order
+    return [item for module in order for item in modules[module]]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if WEIGHTS.exists():
+        items[:] = heaviest_first(items, module_weights())
