@@ -8,7 +8,7 @@ import json
 import pytest
 
 from controlplane.api.parsers import MAX_JSON_DEPTH, JSONBodyError, loads_limited
-from tests.faults.fuzz_support import build_world, error_shape_problem, fill_path, write_endpoints
+from tests.faults.fuzz_support import error_shape_problem, fill_path, module_world, write_endpoints
 
 pytestmark = pytest.mark.django_db
 
@@ -24,9 +24,10 @@ def _assert_error_shape(response, status: int) -> dict:
     return response.json()["error"]
 
 
-@pytest.fixture
-def world(admin_user):
-    return build_world(admin_user)
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker):
+    with module_world(django_db_blocker) as world:
+        yield world
 
 
 @pytest.mark.parametrize("endpoint", JSON_ENDPOINTS, ids=str)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from tests import schema_contract
-from tests.faults.fuzz_support import build_world
+from tests.faults.fuzz_support import module_world
 
 pytestmark = pytest.mark.django_db
 
@@ -106,9 +106,10 @@ def _query(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-@pytest.fixture
-def world(admin_user):
-    return build_world(admin_user)
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker):
+    with module_world(django_db_blocker) as world:
+        yield world
 
 
 def _path_id(world: Any, template: str) -> st.SearchStrategy[str]:

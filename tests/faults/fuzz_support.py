@@ -4,9 +4,11 @@ hostile values, and the check every answer must pass."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -141,6 +143,21 @@ def build_world(admin: Any) -> World:
         ("PATCH", "/api/v1/users/{id}/"): {"role": "operator"},
     }
     return world
+
+
+@contextlib.contextmanager
+def module_world(django_db_blocker: Any) -> Iterator[World]:
+    """``build_world`` once for a whole test module (registering its unreachable cluster waits out a
+    retry), inside a transaction rolled back when the module ends. Each test's own transaction is a
+    savepoint inside it, so what a test changes is undone before the next, as with a world of its own."""
+    from django.db import transaction
+
+    from accounts.models import User
+
+    with django_db_blocker.unblock(), transaction.atomic():
+        actor = User.objects.create_user(username="fuzz-world-admin", password="correct-horse", role="admin")
+        yield build_world(actor)
+        transaction.set_rollback(True)
 
 
 # --- hostile values -------------------------------------------------------------------------------

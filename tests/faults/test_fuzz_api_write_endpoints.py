@@ -31,9 +31,9 @@ from tests.faults.fuzz_support import (
     HOSTILE_TEXTS,
     Endpoint,
     Tally,
-    build_world,
     error_shape_problem,
     fill_path,
+    module_world,
     write_endpoints,
 )
 
@@ -176,6 +176,12 @@ def path_values(world_id: int) -> st.SearchStrategy[str]:
 # --- the test -------------------------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker):
+    with module_world(django_db_blocker) as world:
+        yield world
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _report(request: pytest.FixtureRequest):
     yield
@@ -200,8 +206,7 @@ def test_the_schema_lists_every_write_endpoint_of_the_api():
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("endpoint", ENDPOINTS, ids=str)
-def test_no_body_or_path_gets_a_5xx_and_every_4xx_has_the_error_shape(endpoint: Endpoint, admin_user):
-    world = build_world(admin_user)
+def test_no_body_or_path_gets_a_5xx_and_every_4xx_has_the_error_shape(endpoint: Endpoint, admin_user, world):
     client = APIClient()
     client.force_login(admin_user)
     template = world.template(endpoint)

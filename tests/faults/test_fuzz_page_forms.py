@@ -19,7 +19,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.faults.fuzz_support import HOSTILE_TEXTS, Tally, World, build_world
+from tests.faults.fuzz_support import HOSTILE_TEXTS, Tally, World, module_world
 
 SKIP_PREFIXES = ("api/", "admin/", "v1/", "healthz", "readyz", "accounts/logout/", "static/")
 TOTAL_EXAMPLES = int(os.environ.get("FUZZ_PAGE_EXAMPLES", "300"))
@@ -87,6 +87,12 @@ _FIELDS: dict[str, list[str]] = {}
 _POST_ONLY: set[str] = set()
 
 
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker):
+    with module_world(django_db_blocker) as world:
+        yield world
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _report(request: pytest.FixtureRequest):
     yield
@@ -100,8 +106,7 @@ def _report(request: pytest.FixtureRequest):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("route", ROUTES)
-def test_no_posted_form_gets_a_5xx(route: str, client, admin_user):
-    world = build_world(admin_user)
+def test_no_posted_form_gets_a_5xx(route: str, client, admin_user, world):
     client.force_login(admin_user)
     path = _fill(route, world)
     if not _FIELDS:  # read once: the pages render the same fields whatever the ids
