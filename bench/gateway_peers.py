@@ -27,6 +27,7 @@ from pathlib import Path
 from urllib.request import urlopen
 
 from telemetry_fanout import free_port
+from uvicorn._compat import asyncio_run
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPLETION_TOKENS = 8
@@ -383,19 +384,21 @@ class LiteLLM:
 class TandemGateway:
     """controlplane.asgi under uvicorn, one worker (optionally under cProfile, dumped on exit)."""
 
-    def __init__(self, log: Path, profile: Path | None = None) -> None:
+    def __init__(self, log: Path, profile: Path | None = None, stalls: Path | None = None) -> None:
         self.port = free_port()
         self.log = log
         self.profile = profile
+        self.stalls = stalls
         self.proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> TandemGateway:
         argv = [sys.executable, "-m", "uvicorn", "controlplane.asgi:application", "--host", "127.0.0.1"]
         argv += ["--port", str(self.port), "--log-level", "warning", "--no-access-log"]
         argv += ["--no-proxy-headers", "--no-server-header"]  # as docker/Dockerfile serves it
-        if self.profile is not None:
-            argv = [sys.executable, __file__, "gateway", "--profile", str(self.profile)]
-            argv += ["--port", str(self.port)]
+        if self.profile is not None or self.stalls is not None:
+            argv = [sys.executable, __file__, "gateway", "--port", str(self.port)]
+            argv += ["--profile", str(self.profile)] if self.profile is not None else []
+            argv += ["--stalls", str(self.stalls)] if self.stalls is not None else []
         out = open(self.log, "wb")
         self.proc = subprocess.Popen(
             argv, cwd=ROOT, env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT
@@ -424,11 +427,13 @@ class TandemGateway:
                 self.proc.kill()
 
 
-def serve_profiled(out: str, port: int) -> None:
-    """uvicorn in this process under cProfile (CPU time of its main thread); written when it stops."""
+def serve_watched(out: str | None, stalls: str | None, port: int) -> None:
+    """uvicorn in this process, under cProfile (CPU time of its main thread) and/or a watch of its event
+    loop's stalls (bench/loop_stalls.py); each written when it stops."""
     import cProfile
 
     import uvicorn
+    from loop_stalls import StallWatch
 
     sys.path.insert(0, str(ROOT))
     config = uvicorn.Config(
@@ -438,11 +443,22 @@ def serve_profiled(out: str, port: int) -> None:
     server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]  # it re-raises SIGTERM
     signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
     config.load()  # import the app before profiling starts
-    profile = cProfile.Profile(time.thread_time)  # CPU time: preemption by neighbours is not counted
-    profile.enable()
-    server.run()
-    profile.disable()
-    profile.dump_stats(out)
+    watch = StallWatch() if stalls else None
+
+    async def serve() -> None:
+        if watch is not None:
+            watch.start(asyncio.get_running_loop())
+        await server.serve()
+
+    profile = cProfile.Profile(time.thread_time) if out else None  # CPU time: neighbours not counted
+    if profile is not None:
+        profile.enable()
+    asyncio_run(serve(), loop_factory=config.get_loop_factory())
+    if profile is not None:
+        profile.disable()
+        profile.dump_stats(out)
+    if watch is not None and stalls:
+        watch.stop(Path(stalls))
 
 
 def tandem_setup(upstreams: dict[str, str]) -> str:
@@ -490,10 +506,11 @@ def main() -> None:
     parser.add_argument("--model", default="bench/sim")
     parser.add_argument("--time-scale", type=float, default=0.05)
     parser.add_argument("--profile", help="gateway: write a cProfile here when it stops")
+    parser.add_argument("--stalls", help="gateway: write its event loop's stalls here when it stops")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
     if args.kind == "gateway":
-        serve_profiled(args.profile, args.port)
+        serve_watched(args.profile, args.stalls, args.port)
         return
     import uvloop
 

@@ -22,6 +22,7 @@ LiteLLM's; Tandem's max requests/s per worker ≥ 3× LiteLLM's.
     .venv/bin/python bench/gateway_vs_litellm.py --http-clients   # aiohttp vs httpx: gateway_clients.py
     .venv/bin/python bench/gateway_vs_litellm.py --profile var/gateway.prof   # cProfile under load
     .venv/bin/python bench/gateway_vs_litellm.py --without-litellm   # direct and Tandem only
+    .venv/bin/python bench/gateway_vs_litellm.py --stalls var/stalls.jsonl   # the gateway loop's stalls
     .venv/bin/python bench/gateway_vs_litellm.py --pin   # generator on CPU 0, servers on the rest
 
 LiteLLM's virtualenv (never a project dependency) is made once with
@@ -57,6 +58,7 @@ from gateway_peers import (
 )
 from gateway_tables import Cell, mode, print_closed, print_open, print_summary
 from loadgen import Result, Target, closed_loop, open_loop
+from loop_stalls import summary
 from telemetry_fanout import ROOT, ProcStats, apply_env, ensure_database, free_port
 
 PATHS = ("direct", "tandem", "litellm")
@@ -228,6 +230,9 @@ def main() -> None:
         help="a Python with aiohttp, httpx and uvloop for --http-clients",
     )
     parser.add_argument("--profile", help="write a cProfile of the gateway under closed-loop load here")
+    parser.add_argument(
+        "--stalls", help="watch the Tandem gateway's event loop and write its stalls (> 10 ms) here"
+    )
     parser.add_argument("--profile-upstream", default="echo", help="the upstream label --profile loads")
     parser.add_argument(
         "--profile-rate", type=float, default=0, help="--profile with an open loop at this rate (req/s)"
@@ -292,9 +297,10 @@ def main() -> None:
             f"upstreams: echo {echo.url}, sim {sim.url} (SANDBOX_TIME_SCALE {args.sim_time_scale:g})"
         )
         litellm_port = free_port()
+        stalls = Path(args.stalls).resolve() if args.stalls else None
         peers = {MODELS[u]: urls[u] + "/v1" for u in ("echo", "sim")}
         with (
-            TandemGateway(logs / "tandem.log") as tandem,
+            TandemGateway(logs / "tandem.log", stalls=stalls) as tandem,
             contextlib.nullcontext()
             if args.without_litellm
             else LiteLLM(venv, peers, litellm_port, logs / "litellm.log") as litellm,
@@ -331,6 +337,8 @@ def main() -> None:
                 f"start, {os.getloadavg()[0]:.2f} at the end ({os.cpu_count()} CPUs for the generator, "
                 "upstreams and gateways, and whatever else runs here)"
             )
+        if stalls is not None:
+            print(summary(stalls))
 
 
 def pin_split() -> tuple[set[int], set[int]]:
