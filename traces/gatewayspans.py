@@ -15,6 +15,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import redis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
@@ -146,5 +147,12 @@ async def flush(loop_id: int | None = None) -> None:
 
     try:
         await sync_to_async(write, thread_sensitive=False)()
+    except redis.RedisError as error:  # an outage the gateway serves through: no traceback every flush
+        logger.warning(
+            "could not record %d trace decisions: Redis is not answering (%s); the engines' spans of these "
+            "traces may be dropped",
+            len(records) + len(dropped),
+            type(error).__name__,
+        )
     except Exception:
         logger.exception("could not write %d kept traces", len(records))
