@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -31,6 +32,7 @@ _dropped: dict[int, list[str]] = {}  # traces not kept, told to the receiver in 
 _tasks: dict[int, asyncio.Task[None]] = {}
 _marking: dict[int, list[str]] = {}  # kept traces (slow or failed) not yet marked in Redis, per loop
 _markers: dict[int, asyncio.Task[None]] = {}
+_tail_budgets: dict[int, sampling.TailBudget] = {}  # per topology, this process's kept slow/failed
 
 
 def note(outcome: Any, *, endpoint: str, latency_ms: float) -> str:
@@ -50,6 +52,8 @@ def note(outcome: Any, *, endpoint: str, latency_ms: float) -> str:
         head_rate=settings.TRACES_HEAD_SAMPLE_RATE,
     )
     loop = asyncio.get_running_loop()
+    if kept in ("failed", "slow") and not _tail_budget(entry.topology_id).take(time.monotonic()):
+        kept, why = "", ""  # over the topology's TRACES_TAIL_PER_SECOND: the record still counts it
     if not kept:
         _dropped.setdefault(id(loop), []).append(outcome.trace_id)
         _ensure(loop)
@@ -84,6 +88,13 @@ def note(outcome: Any, *, endpoint: str, latency_ms: float) -> str:
     if kept != "head":
         _mark_soon(loop, outcome.trace_id)
     return kept
+
+
+def _tail_budget(topology_id: int) -> sampling.TailBudget:
+    budget = _tail_budgets.get(topology_id)
+    if budget is None or budget.per_second != settings.TRACES_TAIL_PER_SECOND:
+        budget = _tail_budgets[topology_id] = sampling.TailBudget(settings.TRACES_TAIL_PER_SECOND)
+    return budget
 
 
 def _ensure(loop: asyncio.AbstractEventLoop) -> None:

@@ -56,3 +56,27 @@ def decide(
     if head_kept(trace_id, head_rate):
         return "head", "head-sampled"
     return "", ""
+
+
+class TailBudget:
+    """How many slow or failed traces one topology may keep per second in one gateway process: a token
+    bucket of ``per_second`` tokens a second holding at most ``per_second`` (a burst of that many kept
+    at once). In an outage every request fails the same way; the first ones say what happened, and
+    keeping each of a hundred a second would only load the database and the writers' memory. The
+    gateway's request records still count every one. ``per_second`` 0: no limit."""
+
+    def __init__(self, per_second: float) -> None:
+        self.per_second = per_second
+        self.tokens = per_second
+        self.at: float | None = None
+
+    def take(self, now: float) -> bool:
+        if self.per_second <= 0:
+            return True
+        if self.at is not None:
+            self.tokens = min(self.per_second, self.tokens + (now - self.at) * self.per_second)
+        self.at = now
+        if self.tokens < 1:
+            return False
+        self.tokens -= 1
+        return True
