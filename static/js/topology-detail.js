@@ -1,6 +1,8 @@
 // Topology page: after a deploy, rollback, scale or failure (the deployments panel says so with a
 // "tandem:topology-changed" event) every other part that names a revision is re-read from the server,
-// so the header, summary, roles and revisions list agree with the deployments card without a reload.
+// so the header, summary, roles and revisions list agree with the deployments card without a reload. The
+// card's own revision line is one of those parts: the panel re-reads itself on its own, a moment apart
+// from the page, and its line must come from the same answer as the summary's or the two can disagree.
 (function () {
   "use strict";
   var busy = false;
