@@ -99,6 +99,20 @@ def decode_best_thpt(cfg: PerfConfig, itl_s: float, context: float) -> float:
     return best / decode_itl_s(cfg, best)
 
 
+def engine_profile(cfg: PerfConfig, trace: list[SimRequest], tbt_ms: float) -> tuple[float, float]:
+    """The per-instance throughputs a profile of the engine gives at the workload's mean shape, from the
+    same step-time model Dynamo's planner interpolates: uncached prompt tokens/s one prefill instance
+    computes (``prefill_thpt`` at the mean uncached prompt), and tokens/s one decode instance generates
+    within ``tbt_ms`` (``decode_best_thpt`` at the mean context ``isl + osl / 2``). These are the
+    planner's ``prefill_tokens_per_s`` and ``decode_tokens_per_s``."""
+    if not trace:
+        return prefill_thpt(cfg, 1.0), decode_best_thpt(cfg, tbt_ms / 1000, 1.0)
+    n = len(trace)
+    uncached = sum(r.prompt_len - (r.prefix_len if r.prefix >= 0 else 0) for r in trace) / n
+    context = sum(r.prompt_len + r.output_len / 2 for r in trace) / n
+    return prefill_thpt(cfg, uncached), decode_best_thpt(cfg, tbt_ms / 1000, context)
+
+
 class DynamoSLA:
     """Dynamo's SLA planner (constant predictor), acting every ``interval`` seconds; see the module."""
 

@@ -14,7 +14,13 @@ constant load predictor, sizing prefill from predicted load and the TTFT SLA and
 on the profiled per-instance throughput (bench/rebalance_baselines.py ``DynamoSLA``, after ai-dynamo/
 dynamo docs/architecture/sla_planner.md and components/planner/src/dynamo/planner/utils/
 planner_core.py); ``tandem``, rebalancing.policy.decide with its defaults (interval 5 s, cooldown 30 s)
-and in-place moves, nothing tuned on the held-out workloads.
+and in-place moves, nothing tuned on the held-out workloads. ``dynamo-sla`` and ``tandem`` get the same
+engine profile: the per-instance throughputs of the engine's step-time model at the workload's mean shape
+(bench/rebalance_baselines.py ``engine_profile``), which are the planner's ``prefill_tokens_per_s`` and
+``decode_tokens_per_s``, as an operator's calibration gives them. Two rows run only when --policies
+names them: ``tandem-unprofiled`` (capacities learned from the telemetry alone, the row before the
+profile) and ``oracle``, a hindsight reference that clones the run to pick each window's split and
+switches for free (bench/rebalance_oracle.py); it is printed as such and is never a target's baseline.
 
 Workloads: W1 mix shift, W3 steady chat (bench/rebalance_workloads.py), W2 sinusoidal long prompts at a
 budget of 10 (its peak needs 8.7 instances, so 8 could not meet its 90 % target), and the held-out H1
@@ -26,7 +32,7 @@ requests failed by rebalancing over every rate tried, and flaps (a move reversin
 direction within --flap-window seconds) at the base rate. Means with 95 % t-intervals over the seeds.
 
     nice -n 10 .venv/bin/python bench/rebalance_fair.py [--seeds 5] [--duration 300] [--phase 75]
-        [--workloads W1,W2,W3,H1,H2] [--policies static-4,tandem] [--workers 2]
+        [--workloads W1,W2,W3,H1,H2] [--policies static-4,tandem,tandem-unprofiled,oracle] [--workers 2]
 """
 
 from __future__ import annotations
@@ -42,9 +48,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from rebalance_baselines import DynamoSLA, Reactive
+from rebalance_baselines import DynamoSLA, Reactive, engine_profile
 from rebalance_heldout import HELD_OUT
 from rebalance_heldout import SCALES as HELD_SCALES
+from rebalance_oracle import Oracle
 from rebalance_planner import IN_PLACE_FIRST_GUESS, PERF, TBT_MS, TICK, TTFT_MS, Tandem
 from rebalance_workloads import w1, w2, w3
 
@@ -75,8 +82,20 @@ def trace(workload: str, scale: float, duration: float, phase: float, seed: int)
     return HELD_OUT[workload](scale, duration, seed=seed)
 
 
-def policies(budget: int) -> list[str]:
-    return [f"static-{p}" for p in range(1, budget)] + ["reactive", "dynamo-sla", "tandem"]
+# Rows run only when --policies names them: Tandem without the engine's profile (capacities learned
+# from the telemetry alone, as before the profile was passed), and the hindsight oracle (an upper-bound
+# reference, not a policy to beat; bench/rebalance_oracle.py).
+EXTRA = ("tandem-unprofiled", "oracle")
+
+
+def policies(budget: int, named: str = "") -> list[str]:
+    """The rows to run: every static split, the baselines and Tandem, or those of them and of ``EXTRA``
+    that ``named`` (comma-separated) lists."""
+    default = [f"static-{p}" for p in range(1, budget)] + ["reactive", "dynamo-sla", "tandem"]
+    if not named:
+        return default
+    wanted = named.split(",")
+    return [p for p in (*default, *EXTRA) if p in wanted]
 
 
 def flaps(timeline: list[tuple[float, int, int, str]], window: float) -> int:
@@ -92,6 +111,29 @@ def flaps(timeline: list[tuple[float, int, int, str]], window: float) -> int:
             count += 1
         last, previous = (ts, direction), prefill
     return count
+
+
+def make_controller(
+    policy: str, cluster: SimCluster, requests: list[SimRequest], budget: int
+) -> Controller | None:
+    """The controller of a dynamic policy (None: a static split)."""
+    if policy == "reactive":
+        return Reactive(budget)
+    if policy == "dynamo-sla":
+        return DynamoSLA(cluster, requests, budget, TTFT_MS, TBT_MS)
+    if policy in ("tandem", "tandem-unprofiled"):
+        profile: dict[str, float] = {}
+        if policy == "tandem":  # the engine's profile, the same figures dynamo-sla's sizing starts from
+            prefill_tps, decode_tps = engine_profile(PERF, requests, TBT_MS)
+            profile = {"prefill_tokens_per_s": prefill_tps, "decode_tokens_per_s": decode_tps}
+        tandem = Tandem(IN_PLACE_FIRST_GUESS, in_place=True, **profile)
+        tandem.limits = Limits(
+            prefill_min=1, prefill_max=budget - 1, decode_min=1, decode_max=budget - 1, budget=budget
+        )
+        return tandem
+    if policy == "oracle":
+        return Oracle(cluster, requests, budget, TTFT_MS, TBT_MS)
+    return None
 
 
 def simulate(workload: str, policy: str, scale: float, args: tuple[float, float, int]) -> SimCluster:
@@ -110,19 +152,12 @@ def simulate(workload: str, policy: str, scale: float, args: tuple[float, float,
         in_place=True,
         fail_moves=True,
     )
-    controller: Controller | None = None
-    if policy == "reactive":
-        controller = Reactive(budget)
-    elif policy == "dynamo-sla":
-        controller = DynamoSLA(cluster, requests, budget, TTFT_MS, TBT_MS)
-    elif policy == "tandem":
-        limits = Limits(
-            prefill_min=1, prefill_max=budget - 1, decode_min=1, decode_max=budget - 1, budget=budget
-        )
-        tandem = Tandem(IN_PLACE_FIRST_GUESS, in_place=True)
-        tandem.limits = limits
-        controller = tandem
-    run_virtual(cluster.run(requests, controller, TICK))
+    controller = make_controller(policy, cluster, requests, budget)
+    try:
+        run_virtual(cluster.run(requests, controller, TICK))
+    finally:
+        if isinstance(controller, Oracle):
+            controller.finish()  # a clone of the run reports and exits here; the run itself raises its error
     return cluster
 
 
@@ -188,12 +223,30 @@ def interval(values: list[float]) -> tuple[float, float]:
     return mean, t * statistics.stdev(values) / len(values) ** 0.5
 
 
-def table(rows: list[Row], workload: str) -> None:
+def label(policy: str) -> str:
+    return "oracle (hindsight)" if policy == "oracle" else policy
+
+
+def profile_line(workload: str, duration: float, phase: float, seeds: int) -> str:
+    """The engine profile dynamo-sla and tandem start from, at the workload's base rate, over the seeds."""
+    figures = [
+        engine_profile(PERF, trace(workload, 1.0, duration, phase, s), TBT_MS) for s in range(1, seeds + 1)
+    ]
+    p = [f[0] for f in figures]
+    d = [f[1] for f in figures]
+    return (
+        f"engine profile per instance (dynamo-sla and tandem alike): prefill {min(p):,.0f}–{max(p):,.0f} "
+        f"uncached prompt tok/s, decode {min(d):,.0f}–{max(d):,.0f} tok/s within TBT {TBT_MS:g} ms"
+    )
+
+
+def table(rows: list[Row], workload: str, note: str = "") -> None:
     group = [r for r in rows if r.workload == workload]
     names = list(dict.fromkeys(r.policy for r in group))
+    width = max(11, *(len(label(n)) + 1 for n in names))
     print(
-        f"\n{workload} (budget {BUDGETS[workload]})\n"
-        f"{'policy':<11}{'attainment':>18}{'goodput ×':>16}{'moves':>7}{'failed mv':>10}"
+        f"\n{workload} (budget {BUDGETS[workload]}{'; ' + note if note else ''})\n"
+        f"{'policy':<{width}}{'attainment':>18}{'goodput ×':>16}{'moves':>7}{'failed mv':>10}"
         f"{'lost':>6}{'flaps':>6}"
     )
     for name in names:
@@ -201,33 +254,36 @@ def table(rows: list[Row], workload: str) -> None:
         a, ah = interval([r.attainment for r in own])
         g, gh = interval([r.goodput for r in own])
         print(
-            f"{name:<11}{a:>10.1%} ± {ah:>4.1%}{g:>9.2f} ± {gh:>4.2f}"
+            f"{label(name):<{width}}{a:>10.1%} ± {ah:>4.1%}{g:>9.2f} ± {gh:>4.2f}"
             f"{statistics.fmean(r.moves for r in own):>7.1f}{sum(r.failed_moves for r in own):>10}"
             f"{sum(r.failed_by_rebalancing for r in own):>6}{sum(r.flaps for r in own):>6}"
         )
 
 
+def mean_goodput(rows: list[Row], policy: str) -> float:
+    own = [r.goodput for r in rows if r.policy == policy]
+    return statistics.fmean(own) if own else 0.0
+
+
 def targets(rows: list[Row], workload: str) -> list[tuple[str, bool]]:
+    """Tandem's targets that the rows allow judging: against the best static split (when the static rows
+    ran), against dynamo-sla (when it ran), no request lost and no flap. The oracle is never a baseline."""
     group = [r for r in rows if r.workload == workload]
-
-    def mean(policy: str) -> float:
-        own = [r.goodput for r in group if r.policy == policy]
-        return statistics.fmean(own) if own else 0.0
-
     tandem = [r for r in group if r.policy == "tandem"]
-    statics = {r.policy for r in group if r.policy.startswith("static")}
-    if not tandem or not statics or not any(r.policy == "dynamo-sla" for r in group):
+    if not tandem:
         return []
-    best = max(statics, key=mean)
+    statics = {r.policy for r in group if r.policy.startswith("static")}
+    bases = []
+    if statics:
+        best = max(statics, key=lambda p: mean_goodput(group, p))
+        bases.append((f"best static ({best})", mean_goodput(group, best), 1.2))
+    if any(r.policy == "dynamo-sla" for r in group):
+        bases.append(("dynamo-sla", mean_goodput(group, "dynamo-sla"), 1.1))
     out = []
-    for label, base, want in (
-        (f"best static ({best})", mean(best), 1.2),
-        ("dynamo-sla", mean("dynamo-sla"), 1.1),
-    ):
-        ratio = mean("tandem") / base if base else float("inf")
-        out.append(
-            (f"goodput {mean('tandem'):.2f} / {label} {base:.2f} = {ratio:.2f} ≥ {want}", ratio >= want)
-        )
+    mine = mean_goodput(group, "tandem")
+    for name, base, want in bases:
+        ratio = mine / base if base else float("inf")
+        out.append((f"goodput {mine:.2f} / {name} {base:.2f} = {ratio:.2f} ≥ {want}", ratio >= want))
     out.append(
         (
             f"requests failed by rebalancing {sum(r.failed_by_rebalancing for r in tandem)} = 0",
@@ -238,13 +294,30 @@ def targets(rows: list[Row], workload: str) -> list[tuple[str, bool]]:
     return out
 
 
+def hindsight(rows: list[Row], workload: str) -> str | None:
+    """The oracle's line: its goodput beside what 1.2× the best static split needs (not a target)."""
+    group = [r for r in rows if r.workload == workload]
+    if not any(r.policy == "oracle" for r in group):
+        return None
+    oracle = mean_goodput(group, "oracle")
+    text = f"hindsight oracle (an upper-bound reference, not a target): goodput {oracle:.2f}"
+    statics = {r.policy for r in group if r.policy.startswith("static")}
+    if statics:
+        best = max(statics, key=lambda p: mean_goodput(group, p))
+        base = mean_goodput(group, best)
+        text += f"; 1.2 × best static ({best}) {base:.2f} = {1.2 * base:.2f}"
+    return text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--duration", type=float, default=300.0, help="simulated seconds (W2, W3, H1, H2)")
     parser.add_argument("--phase", type=float, default=75.0, help="W1: seconds per phase (four phases)")
     parser.add_argument("--workloads", default="W1,W2,W3,H1,H2")
-    parser.add_argument("--policies", default="", help="comma-separated subset")
+    parser.add_argument(
+        "--policies", default="", help=f"comma-separated subset; also names the extra rows {', '.join(EXTRA)}"
+    )
     parser.add_argument("--flap-window", type=float, default=60.0)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
@@ -252,8 +325,7 @@ def main() -> None:
     jobs = [
         (w, p, seed, args.duration, args.phase, args.flap_window)
         for w in workloads
-        for p in policies(BUDGETS[w])
-        if not args.policies or p in args.policies.split(",")
+        for p in policies(BUDGETS[w], args.policies)
         for seed in range(1, args.seeds + 1)
     ]
     started = time.perf_counter()
@@ -268,13 +340,20 @@ def main() -> None:
         f"SLO TTFT ≤ {TTFT_MS:g} ms and TBT ≤ {TBT_MS:g} ms; {args.seeds} seeds, mean ± 95 % t-interval; "
         f"{args.duration:g} s per run (W1 four phases of {args.phase:g} s); goodput = highest scale with "
         f"≥ {THRESHOLD:.0%} attainment; lost = requests failed by rebalancing; flaps within "
-        f"{args.flap_window:g} s; wall {time.perf_counter() - started:.0f} s"
+        f"{args.flap_window:g} s; wall {time.perf_counter() - started:.0f} s\n"
+        f"every dynamic policy that sizes roles from a profile gets the same one: dynamo-sla's profiled "
+        f"throughputs and tandem's prefill_tokens_per_s / decode_tokens_per_s come from the engine's "
+        f"step-time model at the workload's mean shape (bench/rebalance_baselines.py engine_profile); "
+        f"reactive uses none; tandem-unprofiled learns both from the telemetry"
     )
     for workload in workloads:
-        table(rows, workload)
+        table(rows, workload, profile_line(workload, args.duration, args.phase, args.seeds))
         for text, met in targets(rows, workload):
             held = " (held-out target)" if workload in HELD_OUT else ""
             print(f"  {'MET ' if met else 'MISSED'} {text}{held}")
+        line = hindsight(rows, workload)
+        if line:
+            print(f"  {line}")
 
 
 if __name__ == "__main__":
