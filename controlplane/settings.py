@@ -95,6 +95,9 @@ GATEWAY_MAX_BODY_BYTES = env_int("GATEWAY_MAX_BODY_MB", 16, minimum=1) * 1024 * 
 # the first byte of one cluster (serving endpoint) at once; the next go to the fallback at once, or get
 # a 503 naming the cap. 0: no cap.
 GATEWAY_CLUSTER_MAX_WAITING = env_int("GATEWAY_CLUSTER_MAX_WAITING", 128, minimum=0)
+# Speculative admission (keys.speculation): a warm key's request goes upstream while Redis checks its
+# limits; nothing of the answer is sent before the check admits it, and a refusal cancels the call.
+GATEWAY_SPECULATIVE_ADMISSION = env_bool("GATEWAY_SPECULATIVE_ADMISSION", True)
 # Failed key authentications per source address and minute before that address is refused outright.
 API_KEY_FAILURE_LIMIT = env_int("API_KEY_FAILURE_LIMIT", 60, minimum=1)
 

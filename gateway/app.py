@@ -19,6 +19,7 @@ from django.conf import settings
 
 from controlplane.client_ip import resolve_client_ip
 from gateway import anthropic, cancel, dispatch, key_events, reserve, tokencount, tracecontext
+from gateway.admission import admitted, speculate, stop
 from gateway.errors import GatewayError, anthropic_body, openai_body
 from gateway.outcome import Outcome
 from gateway.prefixgroup import prefix_group
@@ -26,9 +27,10 @@ from gateway.recorder import record_request
 from gateway.responses import serve as responses
 from gateway.routes import RouteEntry, RouteTable, current, peek
 from keys import tokens
-from keys.hotpath import KeyRefused
 from keys.hotpath_async import AsyncGrant, authenticate, reconcile_now
+from keys.records import KeyRecord
 from keys.scopes import Scope
+from keys.speculation import admit_early
 from traces import gatewayspans
 from traces import receiver as traces_receiver
 
@@ -175,19 +177,36 @@ def _context_for(request: dict[str, Any] | None) -> int | None:
     return entry.context if entry is not None else None
 
 
-def _visible(table: RouteTable, grant: AsyncGrant) -> list[RouteEntry]:
-    return [entry for entry in table.entries() if entry.allowed_by(grant.record.allowed_models)]
+def _visible(table: RouteTable, record: KeyRecord) -> list[RouteEntry]:
+    return [entry for entry in table.entries() if entry.allowed_by(record.allowed_models)]
 
 
-def _route(table: RouteTable, grant: AsyncGrant, model: str) -> RouteEntry:
+def _checked(
+    table: RouteTable,
+    record: KeyRecord,
+    request: dict[str, Any] | None,
+    problem: GatewayError | None,
+    outcome: Outcome,
+) -> tuple[RouteEntry, dict[str, Any]]:
+    """The request's route and body, once its key may make it: the key's scope, the body, the model."""
+    if Scope.INFERENCE not in record.scopes:
+        raise GatewayError(403, "missing_scope", "This key lacks the `inference` scope.")
+    if problem is not None or request is None:
+        raise problem or GatewayError(400, "invalid_json", "The body is not valid JSON.")
+    outcome.model = str(request["model"])
+    outcome.entry = _route(table, record, outcome.model)
+    return outcome.entry, request
+
+
+def _route(table: RouteTable, record: KeyRecord, model: str) -> RouteEntry:
     entry = table.by_name.get(model)
     if entry is None:
-        names = ", ".join(n for e in _visible(table, grant) for n in e.names) or "none"
+        names = ", ".join(n for e in _visible(table, record) for n in e.names) or "none"
         raise GatewayError(
             404, "model_not_found", f"No model {model!r} here. Models for this key: {names}.", param="model"
         )
-    if not entry.allowed_by(grant.record.allowed_models):
-        allowed = ", ".join(grant.record.allowed_models)
+    if not entry.allowed_by(record.allowed_models):
+        allowed = ", ".join(record.allowed_models)
         raise GatewayError(
             403,
             "model_not_allowed",
@@ -195,15 +214,6 @@ def _route(table: RouteTable, grant: AsyncGrant, model: str) -> RouteEntry:
             param="model",
         )
     return entry
-
-
-def _refusal(error: KeyRefused) -> GatewayError:
-    headers = {"retry-after": str(error.retry_after)} if error.retry_after else {}
-    code = error.code
-    limit = error.detail if error.status == 429 and error.detail else None
-    if limit and str(limit.get("name", "")).endswith(("_day", "_month")):
-        code = "insufficient_quota"
-    return GatewayError(error.status, code, error.message, headers=headers, limit=limit)
 
 
 async def _send_error(send: Send, error: GatewayError, *, messages_api: bool) -> None:
@@ -286,25 +296,42 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         group = prefix_group(request)
         context = _context_for(request)
         wants = reserve.reservation(path, request, body_bytes=len(raw), context=context)
-        try:
-            grant = await authenticate(token, kind="inference", source_ip=source_ip, reserve=wants)
-        except KeyRefused as refused:
-            key_events.record_auth_failure(refused, source_ip=source_ip, path=path, token=token)
-            raise _refusal(refused) from None
-        if Scope.INFERENCE not in grant.record.scopes:
-            raise GatewayError(403, "missing_scope", "This key lacks the `inference` scope.")
-        table = await current()
         if path == MODELS:
-            await _send_models(send, _visible(table, grant))
+            check = authenticate(token, kind="inference", source_ip=source_ip)
+            grant = await admitted(check, source_ip=source_ip, path=path, token=token)
+            if Scope.INFERENCE not in grant.record.scopes:
+                raise GatewayError(403, "missing_scope", "This key lacks the `inference` scope.")
+            await _send_models(send, _visible(await current(), grant.record))
             outcome.status = 200
             return
-        if problem is not None or request is None:
-            raise problem or GatewayError(400, "invalid_json", "The body is not valid JSON.")
-        outcome.model = str(request["model"])
-        entry = _route(table, grant, outcome.model)
-        outcome.entry = entry
-        work = _work(path, request, entry, send, outcome, raw)
-        if request.get("stream") is True:
+        early = admit_early(token, kind="inference", source_ip=source_ip, reserve=wants)
+        admission = await admitted(early, source_ip=source_ip, path=path, token=token)
+        if isinstance(admission, AsyncGrant):
+            grant = admission
+            entry, body = _checked(await current(), grant.record, request, problem, outcome)
+            work: Awaitable[None] = _work(path, body, entry, send, outcome, raw)
+        else:  # the check is in flight: the upstream call starts now, its answer waits for the check
+            try:
+                entry, body = _checked(await current(), admission.record, request, problem, outcome)
+            except GatewayError:
+                grant = await admitted(admission.grant, source_ip=source_ip, path=path, token=token)
+                raise
+            grant, work, release = await speculate(
+                admission,
+                lambda gated_send: _work(path, body, entry, gated_send, outcome, raw),
+                send,
+                source_ip=source_ip,
+                path=path,
+                token=token,
+            )
+            if grant.record.generation != admission.record.generation:  # the key changed meanwhile
+                try:
+                    _checked(await current(), grant.record, request, problem, outcome)
+                except GatewayError:
+                    await stop(work)
+                    raise
+            release()
+        if request is not None and request.get("stream") is True:
             try:
                 await cancel.until_disconnect(work, receive)
             except cancel.ClientCancelled:

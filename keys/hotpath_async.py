@@ -389,6 +389,13 @@ def _admit_here(record: KeyRecord, *, reserve: int, source_ip: str | None, now: 
 async def authenticate(raw: str, *, kind: str, source_ip: str | None, reserve: int = 0) -> AsyncGrant:
     """Check a key and admit one request; `reserve` is the most tokens it may cost (held against the
     key's token limits until it settles). With Redis away, admits within keys.outage's limits."""
+    digest, record, _ = await key_record(raw)
+    return await admit(digest, record, kind=kind, source_ip=source_ip, reserve=reserve)
+
+
+async def key_record(raw: str) -> tuple[str, KeyRecord, bool]:
+    """The key a token names: its digest, its record, and whether this process had it in memory.
+    An unknown or malformed token is refused (401)."""
     parsed = parse_or_refuse(raw)
     digest = tokens.digest(parsed.token, pepper())
     found, record = cache.get(digest)
@@ -397,6 +404,13 @@ async def authenticate(raw: str, *, kind: str, source_ip: str | None, reserve: i
         cache.put(digest, record)
     if record is None:
         raise KeyRefused(401, "key_unknown", UNKNOWN)
+    return digest, record, found
+
+
+async def admit(
+    digest: str, record: KeyRecord, *, kind: str, source_ip: str | None, reserve: int = 0
+) -> AsyncGrant:
+    """Admit one request of a known key: its state, then its limits in Redis (one EVALSHA)."""
     client, acquire_script, _ = _client()
     for _attempt in range(3):
         now = limits.now_utc()

@@ -39,15 +39,21 @@ class RedisSwitch:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}{self.db}"
 
+    delay = 0.0  # seconds each byte spends in the relay, each way: a Redis that far away
+
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        loop = asyncio.get_running_loop()
         try:
             while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
+                if self.delay:  # in order: what arrives later is written later
+                    loop.call_at(loop.time() + self.delay, writer.write, data)
+                else:
+                    writer.write(data)
+                    await writer.drain()
         except (ConnectionError, OSError):
             pass
         finally:
-            writer.close()
+            loop.call_at(loop.time() + self.delay, writer.close)
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self.target)
