@@ -384,8 +384,15 @@ class LiteLLM:
 class TandemGateway:
     """controlplane.asgi under uvicorn, one worker (optionally under cProfile, dumped on exit)."""
 
-    def __init__(self, log: Path, profile: Path | None = None, stalls: Path | None = None) -> None:
+    def __init__(
+        self,
+        log: Path,
+        profile: Path | None = None,
+        stalls: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = free_port()
+        self.env = env or {}
         self.log = log
         self.profile = profile
         self.stalls = stalls
@@ -401,7 +408,7 @@ class TandemGateway:
             argv += ["--stalls", str(self.stalls)] if self.stalls is not None else []
         out = open(self.log, "wb")
         self.proc = subprocess.Popen(
-            argv, cwd=ROOT, env=dict(os.environ), stdout=out, stderr=subprocess.STDOUT
+            argv, cwd=ROOT, env={**os.environ, **self.env}, stdout=out, stderr=subprocess.STDOUT
         )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -411,6 +418,7 @@ class TandemGateway:
                         return self
             except OSError:
                 time.sleep(0.2)
+        self.__exit__()  # no uvicorn left behind
         raise RuntimeError(f"the gateway did not answer /healthz within 60 s; see {self.log}")
 
     @property

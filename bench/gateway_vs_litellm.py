@@ -61,7 +61,9 @@ from loadgen import Result, Target, closed_loop, open_loop
 from loop_stalls import summary
 from telemetry_fanout import ROOT, ProcStats, apply_env, ensure_database, free_port
 
-PATHS = ("direct", "tandem", "litellm")
+PATHS = ("direct", "tandem", "tandem-cf", "litellm")
+# tandem-cf: the same gateway with GATEWAY_SPECULATIVE_ADMISSION=false, each key checked before the
+# upstream call (--checked-first)
 MODELS = {"echo": "bench/echo", "sim": "bench/sim"}
 PROMPT = [{"role": "user", "content": "Say hello to the benchmark in a few words."}]
 # An upstream label names the API too: "echo" is chat completions, "echo:responses" OpenAI's Responses API
@@ -114,7 +116,11 @@ def targets(
     else:
         expect = b"[DONE]" if stream else b'"choices"'
     payload = body(upstream, stream)
-    auth = {"tandem": f"Bearer {secret}", "litellm": f"Bearer {LITELLM_MASTER_KEY}"}
+    auth = {
+        "tandem": f"Bearer {secret}",
+        "tandem-cf": f"Bearer {secret}",
+        "litellm": f"Bearer {LITELLM_MASTER_KEY}",
+    }
     found = {}
     for path in paths:
         host, port = ports[server if path == "direct" else path]
@@ -159,7 +165,7 @@ class Bench:
 
     @property
     def paths(self) -> tuple[str, ...]:
-        return tuple(p for p in PATHS if p != "litellm" or not self.args.without_litellm)
+        return chosen_paths(self.args)
 
     def server(self, path: str, upstream: str) -> ProcStats:
         return self.stats[split(upstream)[0] if path == "direct" else path]
@@ -207,6 +213,12 @@ class Bench:
                 print_closed(upstream, stream, args.connections, cells)
 
 
+def chosen_paths(args: argparse.Namespace) -> tuple[str, ...]:
+    left_out = {"litellm"} if args.without_litellm else set()
+    left_out |= set() if args.checked_first else {"tandem-cf"}
+    return tuple(p for p in PATHS if p not in left_out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="50,100,200", help="open-loop rates, req/s")
@@ -245,6 +257,11 @@ def main() -> None:
     )
     parser.add_argument(
         "--without-litellm", action="store_true", help="only the direct and Tandem paths (no LiteLLM venv)"
+    )
+    parser.add_argument(
+        "--checked-first",
+        action="store_true",
+        help="also Tandem with GATEWAY_SPECULATIVE_ADMISSION=false (path tandem-cf): every key checked first",
     )
     parser.add_argument(
         "--nice",
@@ -302,12 +319,19 @@ def main() -> None:
         with (
             TandemGateway(logs / "tandem.log", stalls=stalls) as tandem,
             contextlib.nullcontext()
+            if not args.checked_first
+            else TandemGateway(
+                logs / "tandem-cf.log", env={"GATEWAY_SPECULATIVE_ADMISSION": "false"}
+            ) as checked,
+            contextlib.nullcontext()
             if args.without_litellm
             else LiteLLM(venv, peers, litellm_port, logs / "litellm.log") as litellm,
         ):
             ports = {"tandem": ("127.0.0.1", tandem.port), "litellm": ("127.0.0.1", litellm_port)}
             ports.update({u: address(urls[u]) for u in ("echo", "sim")})
-            paths = tuple(p for p in PATHS if p != "litellm" or not args.without_litellm)
+            if checked is not None:
+                ports["tandem-cf"] = ("127.0.0.1", checked.port)
+            paths = chosen_paths(args)
             for upstream in sorted(needed):
                 for stream in (False, True):
                     for target in targets(upstream, stream, ports, secret, paths).values():
@@ -321,6 +345,11 @@ def main() -> None:
             }
             if litellm is not None:
                 stats["litellm"] = ProcStats(litellm.pid, children=True)
+            if checked is not None:
+                stats["tandem-cf"] = ProcStats(checked.pid, children=True)
+                print(
+                    "  tandem-cf: the same gateway, GATEWAY_SPECULATIVE_ADMISSION=false (key checked first)"
+                )
             if args.pin:
                 generator, servers = pin_split()
                 os.sched_setaffinity(0, generator)
