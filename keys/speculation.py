@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 
@@ -33,10 +35,18 @@ _held_until: dict[str, float] = {}  # key id -> monotonic time its speculation m
 
 @dataclass
 class Pending:
-    """A request whose limit check is still in flight; ``grant`` raises KeyRefused on a refusal."""
+    """A request whose limit check is to run beside its upstream call; ``grant`` starts the check (the
+    caller starts the upstream call first) and raises KeyRefused on a refusal."""
 
     record: KeyRecord
-    grant: asyncio.Future[AsyncGrant]
+    check: Coroutine[Any, Any, AsyncGrant]
+    _started: asyncio.Future[AsyncGrant] | None = None
+
+    @property
+    def grant(self) -> asyncio.Future[AsyncGrant]:
+        if self._started is None:
+            self._started = asyncio.ensure_future(self.check)
+        return self._started
 
     def cancel(self) -> None:
         """The request ended before the check answered: settle the grant when it comes."""
@@ -82,8 +92,7 @@ async def admit_early(
         refuse_unusable(record, kind=kind, source_ip=source_ip, now=limits.now_utc())
     except KeyRefused:  # refused from memory: the full check decides (it looks at the generation)
         return await _checked(digest, record, kind=kind, source_ip=source_ip, reserve=reserve)
-    check = _checked(digest, record, kind=kind, source_ip=source_ip, reserve=reserve)
-    return Pending(record, asyncio.ensure_future(check))
+    return Pending(record, _checked(digest, record, kind=kind, source_ip=source_ip, reserve=reserve))
 
 
 async def _checked(
