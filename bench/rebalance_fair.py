@@ -17,10 +17,11 @@ planner_core.py); ``tandem``, rebalancing.policy.decide with its defaults (inter
 and in-place moves, nothing tuned on the held-out workloads. ``dynamo-sla`` and ``tandem`` get the same
 engine profile: the per-instance throughputs of the engine's step-time model at the workload's mean shape
 (bench/rebalance_baselines.py ``engine_profile``), which are the planner's ``prefill_tokens_per_s`` and
-``decode_tokens_per_s``, as an operator's calibration gives them. Two rows run only when --policies
+``decode_tokens_per_s``, as an operator's calibration gives them. Three rows run only when --policies
 names them: ``tandem-unprofiled`` (capacities learned from the telemetry alone, the row before the
-profile) and ``oracle``, a hindsight reference that clones the run to pick each window's split and
-switches for free (bench/rebalance_oracle.py); it is printed as such and is never a target's baseline.
+profile), ``tandem-no-forecast`` (the profile with the forecast rule off) and ``oracle``, a hindsight
+reference that clones the run to pick each window's split and switches for free
+(bench/rebalance_oracle.py); it is printed as such and is never a target's baseline.
 
 Workloads: W1 mix shift, W3 steady chat (bench/rebalance_workloads.py), W2 sinusoidal long prompts at a
 budget of 10 (its peak needs 8.7 instances, so 8 could not meet its 90 % target), and the held-out H1
@@ -32,7 +33,7 @@ requests failed by rebalancing over every rate tried, and flaps (a move reversin
 direction within --flap-window seconds) at the base rate. Means with 95 % t-intervals over the seeds.
 
     nice -n 10 .venv/bin/python bench/rebalance_fair.py [--seeds 5] [--duration 300] [--phase 75]
-        [--workloads W1,W2,W3,H1,H2] [--policies static-4,tandem,tandem-unprofiled,oracle] [--workers 2]
+        [--workloads W1,W2,W3,H1,H2] [--policies static-4,tandem,tandem-no-forecast,oracle] [--workers 2]
 """
 
 from __future__ import annotations
@@ -83,9 +84,11 @@ def trace(workload: str, scale: float, duration: float, phase: float, seed: int)
 
 
 # Rows run only when --policies names them: Tandem without the engine's profile (capacities learned
-# from the telemetry alone, as before the profile was passed), and the hindsight oracle (an upper-bound
-# reference, not a policy to beat; bench/rebalance_oracle.py).
-EXTRA = ("tandem-unprofiled", "oracle")
+# from the telemetry alone, as before the profile was passed), Tandem with the profile and its forecast
+# rule off, and the hindsight oracle (an upper-bound reference, not a policy to beat;
+# bench/rebalance_oracle.py).
+EXTRA = ("tandem-unprofiled", "tandem-no-forecast", "tandem-tuned", "oracle")
+TUNED: dict[str, float | bool] = {}  # --tuned: the planner params the tandem-tuned row overrides
 
 
 def policies(budget: int, named: str = "") -> list[str]:
@@ -96,6 +99,16 @@ def policies(budget: int, named: str = "") -> list[str]:
         return default
     wanted = named.split(",")
     return [p for p in (*default, *EXTRA) if p in wanted]
+
+
+def overrides(text: str) -> dict[str, float | bool]:
+    """``name=value,...`` as planner params: true/false as booleans, the rest as numbers."""
+    out: dict[str, float | bool] = {}
+    for item in filter(None, text.split(",")):
+        name, _, value = item.partition("=")
+        lowered = value.strip().lower()
+        out[name.strip()] = lowered == "true" if lowered in ("true", "false") else float(value)
+    return out
 
 
 def flaps(timeline: list[tuple[float, int, int, str]], window: float) -> int:
@@ -121,12 +134,16 @@ def make_controller(
         return Reactive(budget)
     if policy == "dynamo-sla":
         return DynamoSLA(cluster, requests, budget, TTFT_MS, TBT_MS)
-    if policy in ("tandem", "tandem-unprofiled"):
-        profile: dict[str, float] = {}
-        if policy == "tandem":  # the engine's profile, the same figures dynamo-sla's sizing starts from
+    if policy in ("tandem", "tandem-unprofiled", "tandem-no-forecast", "tandem-tuned"):
+        params: dict[str, float | bool] = {}
+        if policy != "tandem-unprofiled":  # the engine's profile, the figures dynamo-sla's sizing starts from
             prefill_tps, decode_tps = engine_profile(PERF, requests, TBT_MS)
-            profile = {"prefill_tokens_per_s": prefill_tps, "decode_tokens_per_s": decode_tps}
-        tandem = Tandem(IN_PLACE_FIRST_GUESS, in_place=True, **profile)
+            params = {"prefill_tokens_per_s": prefill_tps, "decode_tokens_per_s": decode_tps}
+        if policy == "tandem-no-forecast":
+            params["forecast_split"] = False
+        if policy == "tandem-tuned":
+            params.update(TUNED)
+        tandem = Tandem(IN_PLACE_FIRST_GUESS, in_place=True, **params)
         tandem.limits = Limits(
             prefill_min=1, prefill_max=budget - 1, decode_min=1, decode_max=budget - 1, budget=budget
         )
@@ -265,11 +282,12 @@ def mean_goodput(rows: list[Row], policy: str) -> float:
     return statistics.fmean(own) if own else 0.0
 
 
-def targets(rows: list[Row], workload: str) -> list[tuple[str, bool]]:
-    """Tandem's targets that the rows allow judging: against the best static split (when the static rows
-    ran), against dynamo-sla (when it ran), no request lost and no flap. The oracle is never a baseline."""
+def targets(rows: list[Row], workload: str, mine: str = "tandem") -> list[tuple[str, bool]]:
+    """The targets of a Tandem row (``mine``) that the rows allow judging: against the best static split
+    (when the static rows ran), against dynamo-sla (when it ran), no request lost and no flap. The oracle
+    is never a baseline."""
     group = [r for r in rows if r.workload == workload]
-    tandem = [r for r in group if r.policy == "tandem"]
+    tandem = [r for r in group if r.policy == mine]
     if not tandem:
         return []
     statics = {r.policy for r in group if r.policy.startswith("static")}
@@ -280,10 +298,10 @@ def targets(rows: list[Row], workload: str) -> list[tuple[str, bool]]:
     if any(r.policy == "dynamo-sla" for r in group):
         bases.append(("dynamo-sla", mean_goodput(group, "dynamo-sla"), 1.1))
     out = []
-    mine = mean_goodput(group, "tandem")
+    own = mean_goodput(group, mine)
     for name, base, want in bases:
-        ratio = mine / base if base else float("inf")
-        out.append((f"goodput {mine:.2f} / {name} {base:.2f} = {ratio:.2f} ≥ {want}", ratio >= want))
+        ratio = own / base if base else float("inf")
+        out.append((f"goodput {own:.2f} / {name} {base:.2f} = {ratio:.2f} ≥ {want}", ratio >= want))
     out.append(
         (
             f"requests failed by rebalancing {sum(r.failed_by_rebalancing for r in tandem)} = 0",
@@ -319,8 +337,15 @@ def main() -> None:
         "--policies", default="", help=f"comma-separated subset; also names the extra rows {', '.join(EXTRA)}"
     )
     parser.add_argument("--flap-window", type=float, default=60.0)
+    parser.add_argument(
+        "--tuned",
+        default="",
+        help="planner params for the tandem-tuned row (the profile plus these), e.g. "
+        "flap_window_seconds=45,forecast_split=false; tune on W1-W3 only",
+    )
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
+    TUNED.update(overrides(args.tuned))
     workloads = args.workloads.split(",")
     jobs = [
         (w, p, seed, args.duration, args.phase, args.flap_window)
@@ -345,12 +370,16 @@ def main() -> None:
         f"throughputs and tandem's prefill_tokens_per_s / decode_tokens_per_s come from the engine's "
         f"step-time model at the workload's mean shape (bench/rebalance_baselines.py engine_profile); "
         f"reactive uses none; tandem-unprofiled learns both from the telemetry"
+        + (f"; tandem-tuned overrides {args.tuned}" if args.tuned else "")
     )
     for workload in workloads:
         table(rows, workload, profile_line(workload, args.duration, args.phase, args.seeds))
-        for text, met in targets(rows, workload):
-            held = " (held-out target)" if workload in HELD_OUT else ""
-            print(f"  {'MET ' if met else 'MISSED'} {text}{held}")
+        ran = [p for p in ("tandem", *EXTRA) if p != "oracle" and any(r.policy == p for r in rows)]
+        for mine in ran:
+            for text, met in targets(rows, workload, mine):
+                held = " (held-out target)" if workload in HELD_OUT else ""
+                who = "" if ran == ["tandem"] else f"{mine}: "
+                print(f"  {'MET ' if met else 'MISSED'} {who}{text}{held}")
         line = hindsight(rows, workload)
         if line:
             print(f"  {line}")

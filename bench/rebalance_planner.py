@@ -89,7 +89,7 @@ JUDGED = ("ttft_breach", "tbt_breach", "demand_split", "both_breached", "backlog
 class Tandem:
     """Tandem's planner: rebalancing.policy.decide on the same observation the live planner builds."""
 
-    def __init__(self, model_load: float, in_place: bool = False, **params: float) -> None:
+    def __init__(self, model_load: float, in_place: bool = False, **params: float | bool) -> None:
         self.in_place = in_place
         self.limits = LIMITS  # a caller with another budget replaces it
         self.params = Params(**{"interval_seconds": TICK, **params})

@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from rebalance_baselines import decode_best_thpt, decode_itl_s, engine_profile, prefill_thpt
-from rebalance_fair import EXTRA, make_controller, policies
+from rebalance_fair import EXTRA, TUNED, make_controller, overrides, policies
 from rebalance_oracle import Oracle, switch
 from rebalance_planner import PERF, Tandem
 
@@ -66,6 +66,30 @@ def test_the_bench_gives_tandem_the_engine_profile_and_not_the_unprofiled_row():
     assert profiled.limits.budget == unprofiled.limits.budget == 8
     assert isinstance(make_controller("oracle", cluster, requests, 8), Oracle)
     assert make_controller("static-3", cluster, requests, 8) is None
+
+
+def test_the_variant_rows_keep_the_profile_and_change_only_what_they_name(monkeypatch):
+    requests = [SimRequest(0.1 * i, 800, 20) for i in range(20)]
+    cluster = SimCluster(4, 4, PERF, budget=8)
+    monkeypatch.setitem(TUNED, "flap_window_seconds", 45.0)
+    profiled = make_controller("tandem", cluster, requests, 8)
+    no_forecast = make_controller("tandem-no-forecast", cluster, requests, 8)
+    tuned = make_controller("tandem-tuned", cluster, requests, 8)
+    assert isinstance(profiled, Tandem) and isinstance(no_forecast, Tandem) and isinstance(tuned, Tandem)
+    assert profiled.params.forecast_split and not no_forecast.params.forecast_split
+    assert tuned.params.flap_window_seconds == 45.0 != profiled.params.flap_window_seconds
+    for variant in (no_forecast, tuned):
+        assert variant.params.decode_tokens_per_s == profiled.params.decode_tokens_per_s > 0
+
+
+def test_tuned_params_are_read_as_numbers_and_booleans():
+    assert overrides("flap_window_seconds=45, forecast_split=False,") == {
+        "flap_window_seconds": 45.0,
+        "forecast_split": False,
+    }
+    assert overrides("") == {}
+    with pytest.raises(ValueError):
+        overrides("flap_window_seconds=soon")
 
 
 def test_a_free_switch_moves_the_least_busy_instances_at_once():
