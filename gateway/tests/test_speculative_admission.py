@@ -22,6 +22,7 @@ from aiohttp import web
 from gateway.services import route_update
 from gateway.tests.conftest import MODEL, running_gateway
 from gateway.tests.test_redis_down_gateway import chat, redis_switch
+from keys.tests.test_limits_multiprocess import fresh_minute
 from tests.support import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -128,10 +129,11 @@ def test_a_request_over_the_limit_is_refused_before_the_upstream_answers_and_the
     routed, inference_key, tmp_path
 ):
     served, _ = routed
-    served.answer_after = 1.5
     issued = inference_key(name="two-a-minute", limits_given={"requests_per_minute": 2})
     with running_gateway(tmp_path / "gw.log") as base:
+        fresh_minute(min_left=20)  # the limit counts per minute: all of it in one window
         assert [chat(base, issued.secret).status_code for _ in range(2)] == [200, 200]
+        served.answer_after = 3.0
         over, _, took = timed(base, issued.secret, served)  # warm: speculated, refused by the check
         assert over.status_code == 429, over.text
         assert over.json()["error"]["code"] == "limit_exceeded"
