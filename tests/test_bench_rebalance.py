@@ -110,16 +110,25 @@ def _prefill_heavy() -> list[SimRequest]:
     return [SimRequest(0.2 * i, 6000, 20) for i in range(150)]  # 30k prompt tok/s: more than 2 prefills
 
 
-def test_the_oracle_picks_the_split_the_next_window_needs_from_clones_of_the_run():
-    trace = _prefill_heavy()
-    static = SimCluster(2, 2, PERF, budget=4, model_load_seconds=0.0, in_place=True)
-    run_virtual(static.run(trace, None, 5.0))
-    cluster = SimCluster(2, 2, PERF, budget=4, model_load_seconds=0.0, in_place=True)
-    oracle = Oracle(cluster, trace, 4, 1500.0, 50.0)
+def _oracle_run(
+    trace: list[SimRequest], prefill: int, decode: int, search: str = "all"
+) -> tuple[SimCluster, Oracle]:
+    """A run of the trace under the oracle from prefill/decode; the oracle's clones have reported."""
+    budget = prefill + decode
+    cluster = SimCluster(prefill, decode, PERF, budget=budget, model_load_seconds=0.0, in_place=True)
+    oracle = Oracle(cluster, trace, budget, 1500.0, 50.0, search=search)
     try:
         run_virtual(cluster.run(trace, oracle, 5.0))
     finally:
         oracle.finish()
+    return cluster, oracle
+
+
+def test_the_oracle_picks_the_split_the_next_window_needs_from_clones_of_the_run():
+    trace = _prefill_heavy()
+    static = SimCluster(2, 2, PERF, budget=4, model_load_seconds=0.0, in_place=True)
+    run_virtual(static.run(trace, None, 5.0))
+    cluster, oracle = _oracle_run(trace, 2, 2)
     # the run itself went on after every clone reported: every request is there once
     assert sorted(o.at for o in cluster.outcomes) == [r.at for r in trace]
     assert oracle.clones >= 3  # 2P/2D first, then every split of the budget
@@ -132,12 +141,7 @@ def test_the_oracle_picks_the_split_the_next_window_needs_from_clones_of_the_run
 
 def test_the_oracle_keeps_a_split_that_already_serves_every_request_with_one_clone():
     trace = [SimRequest(0.5 * i, 500, 20) for i in range(40)]  # light: 2P/2D meets every SLO
-    cluster = SimCluster(2, 2, PERF, budget=4, model_load_seconds=0.0, in_place=True)
-    oracle = Oracle(cluster, trace, 4, 1500.0, 50.0)
-    try:
-        run_virtual(cluster.run(trace, oracle, 5.0))
-    finally:
-        oracle.finish()
+    cluster, oracle = _oracle_run(trace, 2, 2)
     assert oracle.clones == len(oracle.decisions) >= 2
     assert all((p, d) == (2, 2) and met == scope for _, p, d, met, scope in oracle.decisions)
     assert [why for *_, why in cluster.timeline] == ["start"]
@@ -145,15 +149,6 @@ def test_the_oracle_keeps_a_split_that_already_serves_every_request_with_one_clo
 
 def test_the_oracles_climb_search_clones_fewer_splits_and_finds_the_same_split():
     trace = _prefill_heavy()
-    oracles = []
-    for search in ("all", "climb"):
-        cluster = SimCluster(2, 6, PERF, budget=8, model_load_seconds=0.0, in_place=True)
-        oracle = Oracle(cluster, trace, 8, 1500.0, 50.0, search=search)
-        try:
-            run_virtual(cluster.run(trace, oracle, 5.0))
-        finally:
-            oracle.finish()
-        oracles.append(oracle)
-    full, climb = oracles
+    (_, full), (_, climb) = (_oracle_run(trace, 2, 6, search) for search in ("all", "climb"))
     assert [d[1:3] for d in climb.decisions] == [d[1:3] for d in full.decisions]
     assert climb.clones < full.clones
