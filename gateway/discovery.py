@@ -103,7 +103,7 @@ def discover_all(topologies: list[Topology]) -> dict[int, Found]:
                 results.update(job.result())
                 continue
             why = (
-                f"no answer from cluster {members[0].cluster.name} within {seconds:.0f} s"
+                f"no answer from cluster {members[0].cluster.name} within {seconds:g} s"
                 if job not in done
                 else f"reading cluster {members[0].cluster.name} failed: {job.exception()}"
             )

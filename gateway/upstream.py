@@ -69,7 +69,7 @@ async def post(
             timeout=_timeout(first_byte_timeout),
         )
     except TimeoutError:
-        raise UpstreamFailed(f"no answer from {_host(url)} within {first_byte_timeout:.0f} s") from None
+        raise UpstreamFailed(f"no answer from {_host(url)} within {first_byte_timeout:g} s") from None
     except aiohttp.ClientConnectorError as error:
         raise UpstreamFailed(f"cannot connect to {_host(url)} ({error.os_error or error})") from None
     except aiohttp.ClientError as error:
