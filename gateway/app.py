@@ -17,8 +17,7 @@ from typing import Any
 import redis
 from django.conf import settings
 
-from controlplane.client_ip import resolve_client_ip
-from gateway import anthropic, cancel, dispatch, key_events, reserve, tokencount, tracecontext
+from gateway import anthropic, cancel, dispatch, incoming, key_events, reserve, tokencount, tracecontext
 from gateway.admission import admitted, speculate, stop
 from gateway.errors import GatewayError, anthropic_body, openai_body
 from gateway.outcome import Outcome
@@ -26,7 +25,6 @@ from gateway.prefixgroup import prefix_group
 from gateway.recorder import record_request
 from gateway.responses import serve as responses
 from gateway.routes import RouteEntry, RouteTable, current, peek
-from keys import tokens
 from keys.hotpath_async import AsyncGrant, authenticate, reconcile_now
 from keys.records import KeyRecord
 from keys.scopes import Scope
@@ -81,91 +79,6 @@ def _unknown_path(path: str) -> GatewayError:
 # Errors a retry cannot mend: the SDKs (OpenAI's, Anthropic's, and so Claude Code) do not retry an
 # answer that says `x-should-retry: false`, so a wrong key is one readable refusal, not a retry storm.
 FINAL_STATUSES = (400, 401, 403, 404, 405, 413)
-
-
-def _header(scope: Scope_, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
-def _token(scope: Scope_) -> str:
-    """The key from `Authorization: Bearer` (OpenAI clients, Claude Code) or `x-api-key` (Anthropic SDK)."""
-    header = _header(scope, b"authorization")
-    if header is None:
-        api_key = _header(scope, b"x-api-key")
-        if api_key is not None:
-            return api_key
-        raise GatewayError(
-            401, "missing_api_key", "No API key: send `Authorization: Bearer tdm_i_...` (or `x-api-key`)."
-        )
-    scheme, _, rest = header.partition(" ")
-    if header.strip().startswith(tokens.PREFIX):
-        raise GatewayError(
-            401,
-            "bearer_missing",
-            "The Authorization header lacks the word Bearer: `Authorization: Bearer tdm_i_...`.",
-        )
-    if scheme.lower() != "bearer" or not rest:
-        raise GatewayError(401, "invalid_authorization", "Send the key as `Authorization: Bearer tdm_i_...`.")
-    return rest
-
-
-_addresses: dict[tuple[str | None, str | None], str | None] = {}
-
-
-def _source_ip(scope: Scope_) -> str | None:
-    """resolve_client_ip, remembered per (peer, X-Forwarded-For): settings do not change while serving."""
-    client = scope.get("client") or (None, None)
-    seen = (client[0], _header(scope, b"x-forwarded-for"))
-    if seen in _addresses:
-        return _addresses[seen]
-    if len(_addresses) >= 10_000:
-        _addresses.clear()
-    found = _addresses[seen] = resolve_client_ip(seen[0], seen[1], list(settings.TRUSTED_PROXIES))
-    return found
-
-
-async def _read_body(receive: Receive) -> bytes:
-    limit = settings.GATEWAY_MAX_BODY_BYTES
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ConnectionResetError("client went away")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise GatewayError(413, "request_too_large", f"The request body is over {limit // 1048576} MiB.")
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-def _parse(body: bytes) -> dict[str, Any]:
-    try:
-        parsed = json.loads(body)
-    except (ValueError, RecursionError):
-        raise GatewayError(400, "invalid_json", "The body is not valid JSON.") from None
-    if not isinstance(parsed, dict):
-        raise GatewayError(
-            400, "invalid_request", "The body must be a JSON object with `model` and the request."
-        )
-    model = parsed.get("model")
-    if not isinstance(model, str) or not model:
-        raise GatewayError(
-            400, "missing_model", "Say which model to use: `model` is required.", param="model"
-        )
-    return parsed
-
-
-def _try_parse(body: bytes) -> tuple[dict[str, Any] | None, GatewayError | None]:
-    try:
-        return _parse(body), None
-    except GatewayError as error:
-        return None, error
 
 
 def _context_for(request: dict[str, Any] | None) -> int | None:
@@ -264,7 +177,7 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
         return
     path = scope["path"].rstrip("/") or "/"
     if path == traces_receiver.PATH:  # OTLP spans from the engines: not a model call, not traced
-        await traces_receiver.serve(scope, receive, send, source_ip=_source_ip(scope))
+        await traces_receiver.serve(scope, receive, send, source_ip=incoming.source_ip(scope))
         return
     method = scope["method"]
     messages_api = path in (MESSAGES, COUNT_TOKENS)
@@ -288,11 +201,11 @@ async def application(scope: Scope_, receive: Receive, send: Send) -> None:
             raise _unknown_path(path)
         if method != wanted:
             raise GatewayError(405, "method_not_allowed", f"{path} takes {wanted}.")
-        token = _token(scope)
-        source_ip = _source_ip(scope)
+        token = incoming.token(scope)
+        source_ip = incoming.source_ip(scope)
         # The body comes first: its most tokens are reserved against the key's limits at admission.
-        raw = b"" if path == MODELS else await _read_body(receive)
-        request, problem = _try_parse(raw) if path != MODELS else ({}, None)
+        raw = b"" if path == MODELS else await incoming.read_body(receive)
+        request, problem = incoming.try_parse(raw) if path != MODELS else ({}, None)
         group = prefix_group(request)
         context = _context_for(request)
         wants = reserve.reservation(path, request, body_bytes=len(raw), context=context)
