@@ -152,8 +152,10 @@ def _log_in(base: str, username: str, password: str) -> str:
     )
     landing = opener.open(request, timeout=10)
     assert landing.status == 200
-    assert landing.url == base + "/", "login did not land on the overview"
-    return landing.read().decode()
+    body = landing.read().decode()
+    said = re.findall(r'class="errorlist[^"]*"[^>]*>(.*?)</ul>', body, flags=re.S)
+    assert landing.url == base + "/", f"login did not land on the overview; it said: {said or body[:2000]}"
+    return body
 
 
 def _assert_demo_is_live(run: Run, url: str, user: str, password: str) -> None:
