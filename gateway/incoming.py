@@ -61,8 +61,8 @@ def source_ip(scope: Scope) -> str | None:
     return found
 
 
-async def read_body(receive: Receive) -> bytes:
-    limit = settings.GATEWAY_MAX_BODY_BYTES
+async def read_upto(receive: Receive, limit: int, too_large: Callable[[], Exception]) -> bytes:
+    """The request's whole body; ``too_large()`` is raised once it passes ``limit`` bytes."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -72,10 +72,19 @@ async def read_body(receive: Receive) -> bytes:
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise GatewayError(413, "request_too_large", f"The request body is over {limit // 1048576} MiB.")
+            raise too_large()
         chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
+
+
+async def read_body(receive: Receive) -> bytes:
+    limit = settings.GATEWAY_MAX_BODY_BYTES
+    return await read_upto(
+        receive,
+        limit,
+        lambda: GatewayError(413, "request_too_large", f"The request body is over {limit // 1048576} MiB."),
+    )
 
 
 def parse(body: bytes) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
+from gateway import incoming
 from keys.hotpath import KeyRefused
 from keys.hotpath_async import authenticate
 from keys.scopes import Scope
@@ -58,22 +59,15 @@ def _token(headers: dict[bytes, str]) -> str:
 
 
 async def _read(receive: Receive, limit: int) -> bytes:
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ConnectionResetError("client went away")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise Refused(
-                413,
-                RESOURCE_EXHAUSTED,
-                f"The export request is over {limit // 1048576} MiB: send smaller batches.",
-            )
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(chunks)
+    return await incoming.read_upto(
+        receive,
+        limit,
+        lambda: Refused(
+            413,
+            RESOURCE_EXHAUSTED,
+            f"The export request is over {limit // 1048576} MiB: send smaller batches.",
+        ),
+    )
 
 
 def _inflate(body: bytes, encoding: str, limit: int) -> bytes:
